@@ -1,0 +1,99 @@
+# goro — convenience front end over CMake presets (see CMakePresets.json).
+#
+#   make demo            build (Release) and run the tour: examples/demo.cpp
+#   make test            deps check, build, ctest, then an out-of-tree consumer
+#                        against a staging install (build/default/stage)
+#   make bench           build and run the side-by-side benchmarks (bench/run.sh)
+#   make asan | tsan | clang | debug | o3    build + test that preset
+#   make format | format-check
+#   make install PREFIX=/usr/local
+#   make clean
+#
+# JOBS=N sets the build/test parallelism (default 2).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := all
+
+JOBS   ?= 2
+PREFIX ?= /usr/local
+CMAKE  ?= cmake
+CTEST  ?= ctest
+CLANG_FORMAT ?= $(shell command -v clang-format-14 || command -v clang-format || echo clang-format)
+
+FORMAT_DIRS := include src tests bench examples
+FORMAT_FILES = $(shell find $(FORMAT_DIRS) -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cc' \) -not -path '*/build/*' 2>/dev/null | sort)
+
+# CMake's generated makefiles run as top-level makes with their own -j
+# (no jobserver clash, no "Entering directory" noise).
+TOPLEVEL := env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS
+
+# configure + build a preset: $(call build_preset,PRESET[,TARGETS])
+define build_preset
+	$(CMAKE) --preset $(1)
+	$(TOPLEVEL) $(CMAKE) --build --preset $(1) -j $(JOBS) $(if $(2),--target $(2))
+endef
+
+# configure + build + ctest a preset
+define test_preset
+	$(call build_preset,$(1))
+	$(CTEST) --preset $(1) -j $(JOBS) --output-on-failure
+endef
+
+.PHONY: all deps build demo test consumer bench asan tsan clang debug o3 \
+        clang-o3 format format-check install clean help
+
+all: build
+
+help:
+	@sed -n '2,13p' Makefile | sed 's/^# \{0,1\}//'
+
+deps:
+	@bash scripts/deps.sh base
+
+build: deps
+	$(call build_preset,default)
+
+demo: deps
+	$(call build_preset,default,demo)
+	./build/default/examples/demo
+
+test: deps
+	$(call test_preset,default)
+	bash scripts/consumer.sh build/default
+
+# Only the install + out-of-tree consumer step (after `make test` or `make build`).
+consumer:
+	bash scripts/consumer.sh build/default
+
+bench: deps
+	$(call build_preset,default)
+	@if [[ -x bench/run.sh ]]; then \
+	  BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) bench/run.sh; \
+	elif [[ -f bench/run.sh ]]; then \
+	  BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) bash bench/run.sh; \
+	else \
+	  $(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target bench_run; \
+	fi
+
+asan tsan debug o3: deps
+	$(call test_preset,$@)
+
+clang clang-o3:
+	@bash scripts/deps.sh base clang
+	$(call test_preset,$@)
+
+format:
+	@bash scripts/deps.sh format
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
+format-check:
+	@bash scripts/deps.sh format
+	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
+
+install: deps
+	$(call build_preset,default,goro_static goro_shared)
+	$(CMAKE) --install build/default --prefix "$(PREFIX)"
+
+clean:
+	rm -rf build

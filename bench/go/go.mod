@@ -1,0 +1,3 @@
+module gorobench
+
+go 1.19

@@ -1,0 +1,126 @@
+// Scheduler workloads; twins of bench/sched_bench.cpp.
+package main
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func init() {
+	register("spawn_single", "1 spawner, 1M goroutines each calling wg.Done; ns/goroutine", nil, spawnSingle)
+	register("spawn_chain", "chain of 1M goroutines, each spawning the next; ns/goroutine", nil, spawnChain)
+	register("gosched", "2 goroutines per P yielding, 2M yields; ns/yield", nil, gosched)
+	register("parked", "1M goroutines parked on a WaitGroup; RSS/goroutine and creation time",
+		[]string{"parked_rss", "parked_create"}, parked)
+	register("uneven_work", "2 uneven batches (100, 150) of CPU-bound goroutines; ms", nil, unevenWork)
+}
+
+// Go's BenchmarkCreateGoroutinesSingle.
+func spawnSingle() {
+	const n = 1000000
+	warmupScheduler(runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	result("spawn_single", float64(time.Since(t0).Nanoseconds())/n, "ns/goroutine")
+}
+
+func spawnChainLink(n int, wg *sync.WaitGroup) {
+	if n == 0 {
+		wg.Done()
+		return
+	}
+	go spawnChainLink(n-1, wg)
+}
+
+// Go's BenchmarkCreateGoroutines (one chain).
+func spawnChain() {
+	const n = 1000000
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	wg.Add(1)
+	go spawnChainLink(n-1, &wg)
+	wg.Wait()
+	result("spawn_chain", float64(time.Since(t0).Nanoseconds())/n, "ns/goroutine")
+}
+
+func gosched() {
+	const total = 2000000
+	g := 2 * runtime.GOMAXPROCS(0)
+	per := total / g
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	wg.Add(g)
+	for i := 0; i < g; i++ {
+		go func() {
+			for j := 0; j < per; j++ {
+				runtime.Gosched()
+			}
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	result("gosched", float64(time.Since(t0).Nanoseconds())/float64(per*g), "ns/yield")
+}
+
+func parked() {
+	const n = 1000000
+	var release, arrived, finished sync.WaitGroup
+	release.Add(1)
+	arrived.Add(n)
+	finished.Add(n)
+	rss0 := rssBytes()
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		go func() {
+			arrived.Done()
+			release.Wait()
+			finished.Done()
+		}()
+	}
+	arrived.Wait()
+	createNs := time.Since(t0).Nanoseconds()
+	rss1 := rssBytes()
+	live := runtime.NumGoroutine()
+	release.Done()
+	finished.Wait()
+	note("num_goroutine while parked: %d, rss before %d MiB, parked %d MiB", live, rss0>>20, rss1>>20)
+	result("parked_rss", (float64(rss1)-float64(rss0))/n, "bytes/goroutine")
+	result("parked_create", float64(createNs)/1e6, "ms")
+}
+
+func unevenWork() {
+	const batches = 2
+	const iters = 1 << 20
+	total := 0
+	for b := 0; b < batches; b++ {
+		total += 100 + b*50
+	}
+	var wg sync.WaitGroup
+	var sum uint64
+	t0 := time.Now()
+	wg.Add(total)
+	for b := 0; b < batches; b++ {
+		go func(b int) {
+			count := 100 + b*50
+			for j := 0; j < count; j++ {
+				go func(seed uint64) {
+					atomic.AddUint64(&sum, leafWork(iters, seed))
+					wg.Done()
+				}(uint64(b*1000 + j))
+			}
+		}(b)
+	}
+	wg.Wait()
+	ms := float64(time.Since(t0).Nanoseconds()) / 1e6
+	check("uneven_work", atomic.LoadUint64(&sum))
+	result("uneven_work", ms, "ms")
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# bench/run.sh — goro vs Go, side by side (called by `make bench`).
+#
+# Builds the C++ workloads (target goro_bench, in the CMake build directory)
+# and their Go twins (bench/go, `go build`, standard library only), then runs
+# every workload at each GOMAXPROCS, goro and Go interleaved
+# (warm-up goro, warm-up go, goro, go, goro, go, ...), one process per run,
+# and prints median, min..max and the goro/Go ratio of the medians, plus a
+# CSV file. Statistics are done by bench_report (bench/report.cpp).
+#
+# usage: bench/run.sh [options] [workload ...]
+#   -n, --runs N        measured runs per runtime and cell   (BENCH_RUNS, 5)
+#   -w, --warmup N      discarded warm-up runs                (BENCH_WARMUP, 1)
+#   -p, --procs "1 2"   GOMAXPROCS values                     (BENCH_PROCS, "1 2")
+#   -t, --timeout SEC   time limit per run; SIGQUIT, then KILL (BENCH_TIMEOUT, 120)
+#       --goro-only     skip the Go side
+#       --go-only       skip the goro side (e.g. while the runtime does not build)
+#       --no-build      use the binaries already built
+#   workloads           default: all (`goro_bench --list`); BENCH_WORKLOADS also works
+# Environment: BUILD_DIR (default <repo>/build/default), GO (default go),
+#   JOBS (build parallelism).
+# Output: <BUILD_DIR>/bench/results.csv, report.txt, raw.txt, logs/ (failed runs).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build/default}
+RUNS=${BENCH_RUNS:-5}
+WARMUP=${BENCH_WARMUP:-1}
+PROCS=${BENCH_PROCS:-"1 2"}
+TIMEOUT=${BENCH_TIMEOUT:-120}
+WORKLOADS=${BENCH_WORKLOADS:-}
+GO=${GO:-go}
+DO_GORO=1
+DO_GO=1
+DO_BUILD=1
+
+usage() { sed -n "2,/^set -u/p" "${BASH_SOURCE[0]}" | sed "\$d; s/^# \\{0,1\\}//"; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n|--runs) RUNS=$2; shift 2 ;;
+    -w|--warmup) WARMUP=$2; shift 2 ;;
+    -p|--procs) PROCS=$2; shift 2 ;;
+    -t|--timeout) TIMEOUT=$2; shift 2 ;;
+    --goro-only) DO_GO=0; shift ;;
+    --go-only) DO_GORO=0; shift ;;
+    --no-build) DO_BUILD=0; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
+    *) WORKLOADS="$WORKLOADS $1"; shift ;;
+  esac
+done
+case "$RUNS$WARMUP$TIMEOUT" in
+  *[!0-9]*) echo "runs, warm-up and timeout must be integers" >&2; exit 2 ;;
+esac
+if [ "$RUNS" -lt 1 ]; then echo "need at least one measured run" >&2; exit 2; fi
+
+OUT=$BUILD_DIR/bench
+GORO_BIN=$OUT/goro_bench
+REPORT_BIN=$OUT/bench_report
+GO_DIR=$OUT/go
+GO_BIN=$GO_DIR/gorobench
+mkdir -p "$OUT/logs" "$GO_DIR"
+
+say() { printf '%s\n' "$*" >&2; }
+
+# --- build -----------------------------------------------------------------
+if [ "$DO_BUILD" = 1 ]; then
+  if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    if [ -f "$ROOT/CMakePresets.json" ] && [ "$BUILD_DIR" = "$ROOT/build/default" ]; then
+      say "== configuring: cmake --preset default"
+      (cd "$ROOT" && cmake --preset default) >&2 || exit 1
+    else
+      say "== configuring: cmake -S $ROOT -B $BUILD_DIR -DCMAKE_BUILD_TYPE=Release"
+      cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >&2 || exit 1
+    fi
+  fi
+  targets="bench_report"
+  [ "$DO_GORO" = 1 ] && targets="goro_bench $targets"
+  say "== building $targets"
+  # shellcheck disable=SC2086
+  # (env -u: CMake's own makefiles must not join an outer make's jobserver)
+  if ! env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS \
+       cmake --build "$BUILD_DIR" --target $targets -j "${JOBS:-$(nproc)}" >&2; then
+    if [ "$DO_GORO" = 1 ]; then
+      say "error: building goro_bench failed (use --go-only to measure Go alone)"
+      exit 1
+    fi
+  fi
+fi
+# The report works without CMake too.
+if [ ! -x "$REPORT_BIN" ]; then
+  say "== compiling bench_report directly"
+  "${CXX:-c++}" -std=c++20 -O2 -o "$REPORT_BIN" "$ROOT/bench/report.cpp" || exit 1
+fi
+if [ "$DO_GORO" = 1 ] && [ ! -x "$GORO_BIN" ]; then
+  say "error: $GORO_BIN not built"
+  exit 1
+fi
+
+GO_VERSION="(not used)"
+if [ "$DO_GO" = 1 ]; then
+  if ! command -v "$GO" >/dev/null 2>&1; then
+    say ""
+    say "Go not found: apt-get install golang-go (Debian 12 ships Go 1.19)"
+    say "Running the goro side alone."
+    say ""
+    DO_GO=0
+    GO_VERSION="Go not found: apt-get install golang-go (Debian 12 ships Go 1.19)"
+  else
+    GO_VERSION=$("$GO" version)
+    if [ "$DO_BUILD" = 1 ] || [ ! -x "$GO_BIN" ]; then
+      say "== building Go twins: go build -o $GO_BIN (bench/go)"
+      # Works as root without a home: caches live in the build directory,
+      # and the module proxy is never contacted (standard library only).
+      if ! (cd "$ROOT/bench/go" &&
+            GOPATH="$GO_DIR/gopath" GOCACHE="$GO_DIR/cache" GOENV=off \
+            GOPROXY=off GOFLAGS="" GO111MODULE=on \
+            "$GO" build -o "$GO_BIN" .) >&2; then
+        say "error: go build failed"
+        exit 1
+      fi
+    fi
+  fi
+fi
+if [ "$DO_GORO" = 0 ] && [ "$DO_GO" = 0 ]; then
+  say "nothing to run"
+  exit 1
+fi
+
+# --- workloads ---------------------------------------------------------------
+if [ -z "${WORKLOADS// /}" ]; then
+  WORKLOADS=""
+  [ "$DO_GORO" = 1 ] && WORKLOADS=$("$GORO_BIN" --list)
+  if [ "$DO_GO" = 1 ]; then
+    for w in $("$GO_BIN" --list); do
+      case " $WORKLOADS " in *[[:space:]]"$w"[[:space:]]*) ;; *) WORKLOADS="$WORKLOADS $w" ;; esac
+    done
+  fi
+fi
+# shellcheck disable=SC2086,SC2116  # normalise whitespace
+WORKLOADS=$(echo $WORKLOADS)
+
+# --- header ------------------------------------------------------------------
+cache_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" 2>/dev/null | head -1; }
+BUILD_TYPE=$(cache_var CMAKE_BUILD_TYPE)
+CXX_PATH=$(cache_var CMAKE_CXX_COMPILER)
+CXX_VERSION=$([ -n "$CXX_PATH" ] && "$CXX_PATH" --version 2>/dev/null | head -1)
+CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+MEM=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+HEADER=$(cat <<EOF
+goro vs Go — side-by-side scheduler benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC')
+host:      nproc $(nproc), kernel $(uname -r), $CPU, $MEM, load $(cut -d' ' -f1-3 /proc/loadavg)
+go:        $GO_VERSION
+goro:      build ${BUILD_TYPE:-?} in $BUILD_DIR, ${CXX_VERSION:-compiler ?}
+runs:      $WARMUP warm-up + $RUNS measured per workload, GOMAXPROCS and runtime, interleaved goro/go, one process each, timeout ${TIMEOUT}s
+procs:     GOMAXPROCS = $PROCS
+workloads: $WORKLOADS
+EOF
+)
+echo "$HEADER"
+case "$DO_GORO:$BUILD_TYPE" in
+  0:*|*:Release|*:RelWithDebInfo|*:MinSizeRel) ;;
+  *) echo "WARNING: CMAKE_BUILD_TYPE='$BUILD_TYPE': benchmark an optimised build (Release)" ;;
+esac
+echo
+
+# --- runs ----------------------------------------------------------------------
+RAW=$OUT/raw.txt
+: >"$RAW"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# run_one <runtime> <procs> <run (0 = warm-up)> <workload>
+# Appends RESULT/CHECK/FAIL lines to $RAW (not for warm-ups, except FAIL),
+# sets LAST_SUMMARY and returns non-zero on failure.
+run_one() {
+  local rt=$1 procs=$2 run=$3 wl=$4 bin log rc reason
+  if [ "$rt" = goro ]; then bin=$GORO_BIN; else bin=$GO_BIN; fi
+  log=$TMP/out
+  GOMAXPROCS=$procs timeout -s QUIT -k 10 "$TIMEOUT" "$bin" "$wl" >"$log" 2>&1
+  rc=$?
+  reason=""
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    reason="timeout after ${TIMEOUT}s"
+  elif [ $rc -ne 0 ]; then
+    reason="exit status $rc"
+  elif ! grep -q '^RESULT ' "$log"; then
+    reason="no RESULT line"
+  fi
+  if [ -n "$reason" ]; then
+    local keep=$OUT/logs/$rt-P$procs-$wl-run$run.log
+    cp "$log" "$keep"
+    echo "FAIL $rt $procs $run $wl $reason" >>"$RAW"
+    LAST_SUMMARY="FAILED: $reason (log: $keep)"
+    return 1
+  fi
+  if [ "$run" -gt 0 ]; then
+    awk -v rt="$rt" -v p="$procs" -v r="$run" -v wl="$wl" '
+      $1 == "RESULT" && NF >= 4 { print "RESULT", rt, p, r, wl, $2, $3, $4 }
+      $1 == "CHECK" && NF >= 3 { print "CHECK", rt, p, r, wl, $3 }' "$log" >>"$RAW"
+  fi
+  LAST_SUMMARY=$(awk '$1 == "RESULT" { printf "%s%s=%s %s", sep, $2, $3, $4; sep = ", " }' "$log")
+  return 0
+}
+
+RUNTIMES=""
+[ "$DO_GORO" = 1 ] && RUNTIMES="goro"
+[ "$DO_GO" = 1 ] && RUNTIMES="$RUNTIMES go"
+
+START=$(date +%s)
+for procs in $PROCS; do
+  for wl in $WORKLOADS; do
+    declare -A failed=()
+    for run in $(seq $((1 - WARMUP)) "$RUNS"); do
+      if [ "$run" -le 0 ]; then label="warm-up"; else label="run $run/$RUNS"; fi
+      for rt in $RUNTIMES; do
+        # Stop a runtime in this cell after a failed warm-up or 2 failed runs.
+        if [ "${failed[$rt]:-0}" -ge 2 ]; then continue; fi
+        if run_one "$rt" "$procs" "$run" "$wl"; then
+          :
+        elif [ "$run" -le 0 ]; then
+          failed[$rt]=2
+        else
+          failed[$rt]=$(( ${failed[$rt]:-0} + 1 ))
+        fi
+        printf '  P=%s %-14s %-9s %-4s %s\n' "$procs" "$wl" "$label" "$rt" "$LAST_SUMMARY" >&2
+      done
+    done
+    unset failed
+  done
+done
+say "  (runs took $(( $(date +%s) - START )) s)"
+
+# --- report --------------------------------------------------------------------
+CSV=$OUT/results.csv
+"$REPORT_BIN" "$RAW" "$ROOT/bench/targets.txt" "$CSV" >"$TMP/table" || exit 1
+{ echo "$HEADER"; echo; cat "$TMP/table"; } >"$OUT/report.txt"
+echo
+cat "$TMP/table"
+echo
+echo "CSV:    $CSV"
+echo "report: $OUT/report.txt   raw: $RAW"

@@ -1,0 +1,163 @@
+// sched_bench.cpp: scheduler workloads (spawn, yield, parked goroutines,
+// uneven CPU work balanced by stealing). Twins: bench/go/sched.go.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <goro/runtime.hpp>
+#include <goro/wait_group.hpp>
+#include <string>
+
+#include "bench.hpp"
+
+namespace {
+
+using gorobench::clock;
+using gorobench::ns_since;
+
+// Gets every P running, as Go's warmupScheduler in proc_test.go: n goroutines
+// spin until all of them have started, then spin 1 ms more.
+void warmup_scheduler(int n) {
+  goro::wait_group wg;
+  std::atomic<int> count{0};
+  wg.add(n);
+  for (int i = 0; i < n; ++i) {
+    goro::go([&] {
+      count.fetch_add(1);
+      while (count.load() < n) goro::preempt_point();
+      gorobench::spin_for(std::chrono::milliseconds(1));
+      wg.done();
+    });
+  }
+  wg.wait();
+}
+
+void spawn_chain_link(int n, goro::wait_group* wg) {
+  if (n == 0) {
+    wg->done();
+    return;
+  }
+  goro::go(spawn_chain_link, n - 1, wg);
+}
+
+}  // namespace
+
+// Go's BenchmarkCreateGoroutinesSingle: all Ps warmed, then one goroutine
+// spawns 1M goroutines that each call done; the other Ps must steal.
+GOROBENCH_WORKLOAD(
+    spawn_single, "1 spawner, 1M goroutines each calling wg.done; ns/goroutine",
+    "") {
+  constexpr int n = 1'000'000;
+  warmup_scheduler(goro::gomaxprocs());
+  goro::wait_group wg;
+  auto t0 = clock::now();
+  wg.add(n);
+  for (int i = 0; i < n; ++i) goro::go([&wg] { wg.done(); });
+  wg.wait();
+  gorobench::result("spawn_single", ns_since(t0) / n, "ns/goroutine");
+}
+
+// Go's BenchmarkCreateGoroutines: a chain of 1M goroutines, each spawning the
+// next; the last one calls done.
+GOROBENCH_WORKLOAD(
+    spawn_chain, "chain of 1M goroutines, each spawning the next; ns/goroutine",
+    "") {
+  constexpr int n = 1'000'000;
+  goro::wait_group wg;
+  auto t0 = clock::now();
+  wg.add(1);
+  goro::go(spawn_chain_link, n - 1, &wg);
+  wg.wait();
+  gorobench::result("spawn_chain", ns_since(t0) / n, "ns/goroutine");
+}
+
+// 2 goroutines per P, each yielding in a loop, 2M yields in total.
+GOROBENCH_WORKLOAD(gosched, "2 goroutines per P yielding, 2M yields; ns/yield",
+                   "") {
+  constexpr std::int64_t total = 2'000'000;
+  const int g = 2 * goro::gomaxprocs();
+  const std::int64_t per = total / g;
+  goro::wait_group wg;
+  auto t0 = clock::now();
+  wg.add(g);
+  for (int i = 0; i < g; ++i) {
+    goro::go([&wg, per] {
+      for (std::int64_t j = 0; j < per; ++j) goro::gosched();
+      wg.done();
+    });
+  }
+  wg.wait();
+  gorobench::result("gosched", ns_since(t0) / static_cast<double>(per * g),
+                    "ns/yield");
+}
+
+// 1M goroutines parked at once. Each one counts itself in `arrived`, then
+// blocks on `release`, which main opens after all of them have arrived.
+// parked_create: wall time until all have started; parked_rss: RSS growth
+// per goroutine while all are parked (/proc/self/statm).
+GOROBENCH_WORKLOAD(parked,
+                   "1M goroutines parked on a wait_group; RSS/goroutine and "
+                   "creation time",
+                   "parked_rss parked_create") {
+  constexpr int n = 1'000'000;
+  goro::wait_group release, arrived, finished;
+  release.add(1);
+  arrived.add(n);
+  finished.add(n);
+  const std::uint64_t rss0 = gorobench::rss_bytes();
+  auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    goro::go([&] {
+      arrived.done();
+      release.wait();
+      finished.done();
+    });
+  }
+  arrived.wait();
+  const double create_ns = ns_since(t0);
+  const std::uint64_t rss1 = gorobench::rss_bytes();
+  const std::int64_t live = goro::num_goroutine();
+  release.done();
+  finished.wait();
+  gorobench::note("num_goroutine while parked: " + std::to_string(live) +
+                  ", rss before " + std::to_string(rss0 >> 20) +
+                  " MiB, parked " + std::to_string(rss1 >> 20) + " MiB");
+  gorobench::result("parked_rss",
+                    (static_cast<double>(rss1) - static_cast<double>(rss0)) / n,
+                    "bytes/goroutine");
+  gorobench::result("parked_create", create_ns / 1e6, "ms");
+}
+
+// The seed's work-stealing demo with a fixed amount of work, so that times
+// at different GOMAXPROCS are comparable: 2 batches of 100 and 150 CPU-bound
+// goroutines (100 + b*50), each batch spawned by its own goroutine, each
+// goroutine running the opaque leaf for `iters` iterations (~1.5 ms).
+GOROBENCH_WORKLOAD(uneven_work,
+                   "2 uneven batches (100, 150) of CPU-bound goroutines; ms",
+                   "") {
+  constexpr int batches = 2;
+  constexpr std::uint64_t iters = 1u << 20;
+  int total = 0;
+  for (int b = 0; b < batches; ++b) total += 100 + b * 50;
+  goro::wait_group wg;
+  std::atomic<std::uint64_t> sum{0};
+  auto t0 = clock::now();
+  wg.add(total);
+  for (int b = 0; b < batches; ++b) {
+    goro::go([&wg, &sum, b] {
+      const int count = 100 + b * 50;
+      for (int j = 0; j < count; ++j) {
+        const std::uint64_t seed = static_cast<std::uint64_t>(b * 1000 + j);
+        goro::go([&wg, &sum, seed] {
+          sum.fetch_add(gorobench::leaf_work(iters, seed),
+                        std::memory_order_relaxed);
+          wg.done();
+        });
+      }
+    });
+  }
+  wg.wait();
+  const double ms = ns_since(t0) / 1e6;
+  gorobench::check("uneven_work", sum.load());
+  gorobench::result("uneven_work", ms, "ms");
+}

@@ -1,0 +1,194 @@
+// demo.cpp: a short tour of goro's scheduler at work (`make demo`).
+//
+//   1. the scheduler configuration (Go's
+//   runtime.GOMAXPROCS/NumCPU/NumGoroutine)
+//   2. a million goroutines spawned and joined with a wait_group
+//   3. the work-stealing demo: uneven batches of CPU-bound goroutines, one
+//      batch per P, balanced across the Ps by stealing
+//   4. the configuration again
+//
+// GOMAXPROCS=n in the environment sets the number of Ps, as in Go.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <goro/goro.hpp>
+#include <map>
+#include <thread>
+#include <vector>
+
+#if __has_include(<goro/debug.hpp>)
+#include <goro/debug.hpp>
+#define GORO_DEMO_HAVE_DEBUG 1
+#else
+// Built before the runtime's introspection header existed: no per-P counts.
+#define GORO_DEMO_HAVE_DEBUG 0
+namespace goro::debug {
+struct p_stats {
+  int id;
+  std::uint64_t goroutines_run;
+  std::uint64_t goroutines_stolen;
+};
+inline std::vector<p_stats> per_p_stats() { return {}; }
+}  // namespace goro::debug
+#endif
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0)
+      .count();
+}
+
+// CPU-bound work the compiler cannot fold: one LCG step per iteration behind
+// an empty asm barrier (the same leaf as the benchmarks in bench/).
+__attribute__((noinline)) std::uint64_t cpu_work(std::uint64_t iters,
+                                                 std::uint64_t seed) {
+  std::uint64_t x = seed;
+  for (std::uint64_t i = 0; i < iters; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    asm volatile("" : "+r"(x));
+  }
+  return x;
+}
+
+void print_configuration(const char* title) {
+  std::printf("\n=== %s ===\n", title);
+  std::printf("gomaxprocs:    %d\n", goro::gomaxprocs());
+  std::printf("num_cpu:       %d\n", goro::num_cpu());
+  std::printf("num_goroutine: %lld\n",
+              static_cast<long long>(goro::num_goroutine()));
+}
+
+void million_goroutines() {
+  std::printf("\n=== A million goroutines ===\n");
+  constexpr int n = 1'000'000;
+  goro::wait_group wg;
+  auto t0 = clock_type::now();
+  wg.add(n);
+  for (int i = 0; i < n; ++i) goro::go([&wg] { wg.done(); });
+  wg.wait();
+  const double ms = ms_since(t0);
+  std::printf(
+      "spawned and joined %d goroutines in %.1f ms (%.0f ns per "
+      "goroutine)\n",
+      n, ms, ms * 1e6 / n);
+}
+
+// The seed's demonstrateWorkStealing: P batches of 100 + p*50 CPU-bound
+// goroutines. Each batch is spawned by its own goroutine, so it starts in
+// one P's run queue; idle Ps steal from the busy ones.
+void work_stealing() {
+  std::printf("\n=== Work stealing demo ===\n");
+  const int procs = goro::gomaxprocs();
+
+  // Size the leaf to ~150 us so every goroutine takes visible time.
+  constexpr std::uint64_t calib_iters = 1u << 16;
+  std::uint64_t sink = 0;
+  auto tc = clock_type::now();
+  for (int i = 0; i < 8; ++i) sink += cpu_work(calib_iters, sink + i);
+  const double ns_per_iter = ms_since(tc) * 1e6 / (8.0 * calib_iters);
+  const std::uint64_t iters = std::clamp<std::uint64_t>(
+      static_cast<std::uint64_t>(150'000.0 / std::max(ns_per_iter, 0.05)),
+      1u << 12, 1u << 22);
+
+  struct batch {
+    int count = 0;
+    std::thread::id spawner_thread;
+    std::vector<std::thread::id> ran_on;  // one slot per goroutine
+  };
+  std::vector<batch> batches(static_cast<std::size_t>(procs));
+  int total = 0;
+  for (int p = 0; p < procs; ++p) {
+    auto& b = batches[static_cast<std::size_t>(p)];
+    b.count = 100 + p * 50;  // uneven work per "P"
+    b.ran_on.resize(static_cast<std::size_t>(b.count));
+    total += b.count;
+  }
+  std::printf(
+      "%d batches (%d goroutines in all, %d..%d per batch), ~%.0f us "
+      "of CPU work each\n",
+      procs, total, batches.front().count, batches.back().count,
+      static_cast<double>(iters) * ns_per_iter / 1e3);
+
+  const auto before = goro::debug::per_p_stats();
+  std::atomic<std::uint64_t> checksum{0};
+  goro::wait_group wg;
+  auto t0 = clock_type::now();
+  wg.add(total);
+  for (int p = 0; p < procs; ++p) {
+    goro::go([&, p] {
+      auto& b = batches[static_cast<std::size_t>(p)];
+      b.spawner_thread = std::this_thread::get_id();
+      for (int j = 0; j < b.count; ++j) {
+        goro::go([&, j] {
+          checksum.fetch_add(cpu_work(iters, static_cast<std::uint64_t>(j)),
+                             std::memory_order_relaxed);
+          b.ran_on[static_cast<std::size_t>(j)] = std::this_thread::get_id();
+          wg.done();
+        });
+      }
+    });
+  }
+  wg.wait();
+  const double elapsed = ms_since(t0);
+  const auto after = goro::debug::per_p_stats();
+
+  const double sequential =
+      total * static_cast<double>(iters) * ns_per_iter / 1e6;
+  std::printf(
+      "Completed uneven workload in %.1f ms (one P alone: ~%.1f ms, "
+      "speed-up %.2fx on %d Ps)\n",
+      elapsed, sequential, sequential / elapsed, procs);
+  std::printf("(Work stealing balances load across Ps)\n");
+
+  // Where the goroutines ran, by OS thread (an M can change Ps, so this is
+  // only a hint; the per-P counts below are the runtime's own).
+  std::map<std::thread::id, int> per_thread;
+  int moved = 0;
+  for (const auto& b : batches)
+    for (const auto& t : b.ran_on) {
+      ++per_thread[t];
+      if (t != b.spawner_thread) ++moved;
+    }
+  std::printf("ran on %zu OS thread(s):", per_thread.size());
+  for (const auto& [t, count] : per_thread) std::printf(" %d", count);
+  std::printf(
+      " goroutines; %d of %d ran on another thread than their "
+      "spawner\n",
+      moved, total);
+
+  if (!GORO_DEMO_HAVE_DEBUG || after.empty()) {
+    std::printf("(per-P counts need <goro/debug.hpp>; not in this build)\n");
+    return;
+  }
+  std::printf("%-4s %15s %18s\n", "P", "goroutines run", "goroutines stolen");
+  for (const auto& a : after) {
+    std::uint64_t run0 = 0, stolen0 = 0;
+    for (const auto& b : before)
+      if (b.id == a.id) {
+        run0 = b.goroutines_run;
+        stolen0 = b.goroutines_stolen;
+      }
+    std::printf("%-4d %15llu %18llu\n", a.id,
+                static_cast<unsigned long long>(a.goroutines_run - run0),
+                static_cast<unsigned long long>(a.goroutines_stolen - stolen0));
+  }
+  (void)checksum.load();
+}
+
+}  // namespace
+
+int main() {
+  return goro::run([] {
+    print_configuration("goro scheduler configuration");
+    million_goroutines();
+    work_stealing();
+    print_configuration("goro scheduler configuration at the end");
+    std::printf("\n=== Demo complete ===\n");
+    return 0;
+  });
+}

@@ -1,0 +1,6 @@
+// goro: Go's G-M-P runtime scheduler as a C++20 library. Umbrella header.
+#pragma once
+
+#include <goro/runtime.hpp>
+#include <goro/wait_group.hpp>
+#include <goro/debug.hpp>

@@ -1,0 +1,157 @@
+// goro — Go's runtime scheduler as a C++20 library.
+//
+// runtime.hpp: starting the runtime, spawning goroutines, yielding and
+// inspecting the scheduler (Go's runtime package: go, Gosched, Goexit,
+// GOMAXPROCS, NumCPU, NumGoroutine).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <new>
+#include <stdexcept>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace goro {
+
+// How a goroutine stack's lowest page is protected against overflow.
+//   automatic: madvise(MADV_GUARD_INSTALL) when the kernel has it (6.13+),
+//              else mprotect within a budget of memory mappings, else canary.
+//   madvise / mprotect / canary: force one mechanism (mainly for tests).
+// The environment variable GORO_STACK_GUARD=auto|madvise|mprotect|canary
+// overrides options::guard.
+enum class stack_guard { automatic, madvise, mprotect, canary };
+
+// Runtime-wide settings, applied when the runtime starts (the first call of
+// run() or go()); later calls cannot change them, except gomaxprocs(n).
+struct options {
+  // Number of Ps. 0: the GOMAXPROCS environment variable, else num_cpu().
+  int gomaxprocs = 0;
+  // Virtual reservation per goroutine stack. 0: GORO_STACK_SIZE (bytes, or
+  // with a k/m suffix), else 256 KiB. Memory is committed page by page.
+  std::size_t stack_size = 0;
+  stack_guard guard = stack_guard::automatic;
+};
+
+// Per-goroutine settings for go(go_options{...}, fn, args...).
+struct go_options {
+  std::size_t stack_size = 0;  // 0: the runtime default
+};
+
+namespace detail {
+// The callable of a new goroutine lives at the top of its own stack, so a
+// spawn does no heap allocation. newproc_prepare reserves a G with a stack
+// and storage for `size` bytes aligned to `align`; newproc_commit makes it
+// runnable (into the current P's runnext, as Go's newproc does);
+// newproc_abort returns the G if constructing the callable threw.
+struct spawn_slot {
+  void* g;
+  void* storage;
+};
+spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
+                           std::size_t align);
+void newproc_commit(spawn_slot slot, void (*entry)(void*));
+void newproc_abort(spawn_slot slot) noexcept;
+
+// Starts the runtime if it is not running yet (idempotent, thread-safe).
+void ensure_started(const options* opt);
+// Runs main_fn as a goroutine, blocks the calling thread until it returns,
+// and gives back its result.
+int run_main(const options* opt, std::function<int()> main_fn);
+
+template <class Fn>
+struct closure {
+  Fn fn;
+  static void entry(void* self) {
+    auto* c = static_cast<closure*>(self);
+    // The callable is destroyed when the goroutine finishes, also when it
+    // ends by goexit or an exception (the destructor runs during unwinding).
+    struct guard {
+      closure* c;
+      ~guard() { c->~closure(); }
+    } g{c};
+    std::invoke(c->fn);
+  }
+};
+
+template <class F, class... Args>
+auto bind_call(F&& f, Args&&... args) {
+  return [fn = std::forward<F>(f),
+          tup = std::make_tuple(std::forward<Args>(args)...)]() mutable {
+    std::apply(
+        [&](auto&... a) { std::invoke(fn, std::move(a)...); }, tup);
+  };
+}
+}  // namespace detail
+
+// Starts `fn(args...)` as a new goroutine. The arguments are copied or moved
+// into the goroutine (like std::thread). Callable from goroutines and from
+// plain threads; a plain thread's first call starts the runtime.
+template <class F, class... Args>
+void go(const go_options& opt, F&& fn, Args&&... args) {
+  using Fn = std::decay_t<decltype(detail::bind_call(
+      std::forward<F>(fn), std::forward<Args>(args)...))>;
+  using C = detail::closure<Fn>;
+  detail::spawn_slot slot =
+      detail::newproc_prepare(opt.stack_size, sizeof(C), alignof(C));
+  try {
+    ::new (slot.storage) C{detail::bind_call(std::forward<F>(fn),
+                                             std::forward<Args>(args)...)};
+  } catch (...) {
+    detail::newproc_abort(slot);
+    throw;
+  }
+  detail::newproc_commit(slot, &C::entry);
+}
+
+template <class F, class... Args>
+  requires(!std::is_same_v<std::decay_t<F>, go_options>)
+void go(F&& fn, Args&&... args) {
+  go(go_options{}, std::forward<F>(fn), std::forward<Args>(args)...);
+}
+
+// Runs main_fn as a goroutine (goroutine 1 on a fresh process) and returns
+// its int result (0 for void). The calling thread blocks until main_fn
+// returns. Goroutines still running when it returns keep running.
+template <class F>
+int run(const options& opt, F&& main_fn) {
+  std::function<int()> wrapped = [&main_fn]() -> int {
+    if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+      std::invoke(main_fn);
+      return 0;
+    } else {
+      return static_cast<int>(std::invoke(main_fn));
+    }
+  };
+  return detail::run_main(&opt, std::move(wrapped));
+}
+
+template <class F>
+int run(F&& main_fn) {
+  return run(options{}, std::forward<F>(main_fn));
+}
+
+// Yields the processor: the goroutine goes to the global run queue and stays
+// runnable (Go's runtime.Gosched). On a plain thread it yields the thread.
+void gosched();
+
+// Ends the calling goroutine, unwinding its stack so destructors run. A
+// catch(...) on the way must rethrow (as with thread cancellation); one that
+// swallows the unwinding is a fatal error.
+[[noreturn]] void goexit();
+
+// n > 0 sets the number of Ps; returns the previous setting. n == 0 queries.
+int gomaxprocs(int n = 0);
+// CPUs this process may use: affinity mask, then cgroup CPU quota (rounded up).
+int num_cpu();
+// Goroutines that exist now (running, runnable or blocked).
+std::int64_t num_goroutine();
+// The calling goroutine's id; 0 on a plain thread.
+std::uint64_t goroutine_id();
+// A cooperative preemption point: yields if the scheduler asked this
+// goroutine to (its time slice is over). Cheap when there is no request.
+void preempt_point();
+
+}  // namespace goro

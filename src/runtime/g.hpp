@@ -1,0 +1,156 @@
+// g.hpp: the goroutine (Go's g). A G lives at the top of its own stack
+// mapping; dead Gs keep their stack and are recycled through per-P and
+// global free lists (gfree.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/stack.hpp"
+
+namespace goro::rt {
+
+struct M;
+struct P;
+
+// Go's _G* status values; they keep Go's numbers so that schedtrace
+// (scheddetail) prints what a Go programmer expects.
+enum gstatus : std::uint32_t {
+  g_idle = 0,
+  g_runnable = 1,
+  g_running = 2,
+  g_syscall = 3,
+  g_waiting = 4,
+  g_dead = 6,
+  g_preempted = 9,
+};
+
+// Why a goroutine is parked (Go's waitReason); every park names one.
+enum class wait_reason : std::uint8_t {
+  zero,
+  chan_receive_nil_chan,
+  chan_send_nil_chan,
+  select_no_cases,
+  select,
+  chan_receive,
+  chan_send,
+  sleep,
+  io_wait,
+  semacquire,
+  sync_mutex_lock,
+  sync_rwmutex_rlock,
+  sync_rwmutex_lock,
+  sync_wait_group_wait,
+  sync_cond_wait,
+  preempted,
+  stopping_the_world,
+  sync_once,
+  context,
+};
+const char* wait_reason_string(wait_reason r);
+const char* gstatus_string(std::uint32_t s);
+
+// The C++ runtime's per-thread exception globals (libstdc++/libc++abi
+// __cxa_eh_globals): the stack of caught exceptions and the uncaught count.
+// Saved into the G when it switches out and restored on the thread that
+// resumes it, so try/catch spans a park that moves the goroutine.
+struct eh_state {
+  void* caught = nullptr;
+  unsigned int uncaught = 0;
+};
+
+struct G {
+  // Saved stack pointer of a switched-out goroutine (Go's gobuf.sp). The
+  // callee-saved registers, MXCSR and the x87 control word are on the stack.
+  void* sched_sp = nullptr;
+  // Go's atomicstatus. Transitions go through casgstatus.
+  std::atomic<std::uint32_t> atomicstatus{g_dead};
+  std::uint64_t goid = 0;
+  // Intrusive link for run queues and free lists (Go's schedlink).
+  G* schedlink = nullptr;
+  M* m = nullptr;  // the M running it, when running
+  stack stk;       // usable stack [lo, hi) and its mapping
+  wait_reason waitreason = wait_reason::zero;
+  bool preempt = false;       // asked to yield at the next safe point
+  bool goexiting = false;     // goexit's forced unwinding is in progress
+  bool goexit_caught = false;  // the goroutine entry consumed it
+  std::int64_t waitsince = 0;
+  // The goroutine's function (a closure at the top of its stack).
+  void (*entry)(void*) = nullptr;
+  void* arg = nullptr;
+  // Wake-up parameter handed over by the waker (Go's g.param).
+  void* param = nullptr;
+  eh_state eh;
+  std::uint64_t parent_goid = 0;
+  // Every G ever created, for dumps and counting (Go's allgs).
+  G* alllink = nullptr;
+  // Sanitizer fiber state (only used in sanitizer builds).
+  void* asan_fake_stack = nullptr;
+  void* tsan_fiber = nullptr;
+};
+
+// Intrusive FIFO of Gs (Go's gQueue).
+struct g_queue {
+  G* head = nullptr;
+  G* tail = nullptr;
+  std::int32_t size = 0;
+  bool empty() const { return head == nullptr; }
+  void push_back(G* gp) {
+    gp->schedlink = nullptr;
+    if (tail)
+      tail->schedlink = gp;
+    else
+      head = gp;
+    tail = gp;
+    size++;
+  }
+  void push_front(G* gp) {
+    gp->schedlink = head;
+    head = gp;
+    if (!tail) tail = gp;
+    size++;
+  }
+  G* pop() {
+    G* gp = head;
+    if (gp) {
+      head = gp->schedlink;
+      if (!head) tail = nullptr;
+      size--;
+    }
+    return gp;
+  }
+};
+
+// Intrusive LIFO of Gs (Go's gList).
+struct g_list {
+  G* head = nullptr;
+  std::int32_t size = 0;
+  bool empty() const { return head == nullptr; }
+  void push(G* gp) {
+    gp->schedlink = head;
+    head = gp;
+    size++;
+  }
+  G* pop() {
+    G* gp = head;
+    if (gp) {
+      head = gp->schedlink;
+      size--;
+    }
+    return gp;
+  }
+};
+
+// Status transition; fatal if the current status is not `from`.
+void casgstatus(G* gp, std::uint32_t from, std::uint32_t to);
+inline std::uint32_t readgstatus(const G* gp) {
+  return gp->atomicstatus.load(std::memory_order_acquire);
+}
+
+// Registers a newly created G in allgs.
+void allgadd(G* gp);
+// Calls fn for every G ever created (under the allgs lock).
+void forallg(void (*fn)(G*, void*), void* ctx);
+
+}  // namespace goro::rt

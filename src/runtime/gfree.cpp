@@ -1,0 +1,50 @@
+// gfree.cpp: dead Gs (with their stacks) are cached per P and globally
+// for reuse (Go's gfput/gfget): a local list of up to 64 spills down to 32
+// into the global list; an empty local list refills up to 32 from it.
+#include "runtime/sched.hpp"
+
+namespace goro::rt {
+
+void gfput(P* pp, G* gp) {
+  if (readgstatus(gp) != g_dead) fatal("gfput: bad status (not Gdead)");
+  if (!gp->stk.chunked) {
+    // A stack of non-default size is not cached (Go frees those too).
+    stackfree(gp);
+    return;
+  }
+  pp->gfree.push(gp);
+  if (pp->gfree.size >= 64) {
+    lock_guard lk(sched.gfree.lock);
+    while (pp->gfree.size >= 32) sched.gfree.list.push(pp->gfree.pop());
+  }
+}
+
+G* gfget(P* pp) {
+  if (pp == nullptr) {
+    lock_guard lk(sched.gfree.lock);
+    return sched.gfree.list.pop();
+  }
+  if (pp->gfree.empty() && !sched.gfree.list.empty()) {
+    lock_guard lk(sched.gfree.lock);
+    while (pp->gfree.size < 32 && !sched.gfree.list.empty())
+      pp->gfree.push(sched.gfree.list.pop());
+  }
+  return pp->gfree.pop();
+}
+
+}  // namespace goro::rt
+
+namespace goro::rt {
+
+void gfput_or_free(P* pp, G* gp) {
+  if (pp != nullptr) {
+    gfput(pp, gp);
+  } else if (gp->stk.chunked) {
+    lock_guard lk(sched.gfree.lock);
+    sched.gfree.list.push(gp);
+  } else {
+    stackfree(gp);
+  }
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,141 @@
+// goexit.cpp: how a goroutine starts and ends: goro_gentry (the first C++
+// frame), normal return, goro::goexit (forced unwinding, Go's Goexit) and
+// an exception escaping the goroutine (Go's panic: print and exit 2).
+#include <cxxabi.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/context.hpp"
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+void mcall_dying(void (*fn)(void*));
+
+namespace {
+
+// "GOROEXIT": the exception class of goexit's forced unwinding.
+constexpr _Unwind_Exception_Class goexit_class = 0x474f524f45584954ULL;
+
+// On g0: the goroutine is finished (Go's goexit0 / gdestroy).
+void goexit0(void* arg) {
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  P* pp = mp->p;
+  casgstatus(gp, g_running, g_dead);
+  owner_add(pp->ngoroutines, -1);
+  mp->curg = nullptr;
+  gp->m = nullptr;
+  gp->entry = nullptr;
+  gp->arg = nullptr;
+  gp->param = nullptr;
+  gp->preempt = false;
+  gp->goexiting = false;
+  gp->goexit_caught = false;
+  gp->waitreason = wait_reason::zero;
+  gp->eh = eh_state{};
+  gfput(pp, gp);
+  schedule();
+}
+
+[[noreturn]] void goexit1() {
+  mcall_dying(goexit0);
+  __builtin_unreachable();
+}
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = (status == 0 && d) ? d : name;
+  std::free(d);
+  return s;
+}
+
+// An exception escaped the goroutine: print Go's panic report and exit 2.
+[[noreturn]] void panic_exit(G* gp) {
+  std::string what, type;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    what = e.what();
+    type = demangle(typeid(e).name());
+  } catch (...) {
+    std::type_info* t = abi::__cxa_current_exception_type();
+    type = t ? demangle(t->name()) : "unknown";
+    what = "exception of type " + type;
+  }
+  std::fflush(nullptr);
+  std::fprintf(stderr,
+               "panic: %s\n\ngoroutine %llu [running]:\n"
+               "\t(uncaught exception of type %s escaped the goroutine)\n",
+               what.c_str(), static_cast<unsigned long long>(gp->goid),
+               type.c_str());
+  std::fflush(stderr);
+  _exit(2);
+}
+
+_Unwind_Reason_Code goexit_stop(int, _Unwind_Action actions,
+                                _Unwind_Exception_Class, _Unwind_Exception*,
+                                struct _Unwind_Context*, void*) {
+  if (actions & _UA_END_OF_STACK)
+    fatal("goexit: unwinding passed the goroutine's first frame");
+  return _URC_NO_REASON;
+}
+
+void goexit_cleanup(_Unwind_Reason_Code, _Unwind_Exception* exc) {
+  G* gp = getg();
+  bool consumed = gp != nullptr && gp->goexit_caught;
+  delete exc;
+  if (!consumed)
+    fatal(
+        "goro::goexit: a catch(...) block swallowed the goroutine's "
+        "unwinding; it must rethrow (throw;)");
+}
+
+}  // namespace
+
+}  // namespace goro::rt
+
+extern "C" [[noreturn]] void goro_gentry(goro::rt::G* gp) {
+  using namespace goro::rt;
+  san_enter_g(gp, true);
+  try {
+    gp->entry(gp->arg);
+  } catch (...) {
+    if (!gp->goexiting) panic_exit(gp);
+    // goexit's forced unwinding reached the goroutine's first frame; leaving
+    // this handler ends it (goexit_cleanup sees it was consumed here).
+    gp->goexit_caught = true;
+  }
+  goexit1();
+}
+
+namespace goro {
+
+void goexit() {
+  using namespace rt;
+  G* gp = getg();
+  if (gp == nullptr)
+    throw std::logic_error("goro::goexit called outside a goroutine");
+  gp->goexiting = true;
+  // Forced unwinding, as thread cancellation does: destructors run, a
+  // catch(...) sees it and must rethrow, and goro_gentry ends it.
+  auto* exc = new _Unwind_Exception;
+  std::memset(exc, 0, sizeof *exc);
+  exc->exception_class = goexit_class;
+  exc->exception_cleanup = goexit_cleanup;
+  _Unwind_ForcedUnwind(exc, goexit_stop, nullptr);
+  fatal("goexit: forced unwinding failed");
+}
+
+}  // namespace goro

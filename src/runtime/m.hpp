@@ -1,0 +1,56 @@
+// m.hpp: the machine, one per OS thread that runs goroutines (Go's m).
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/g.hpp"
+#include "runtime/lock.hpp"
+
+namespace goro::rt {
+
+struct P;
+
+struct M {
+  std::int64_t id = 0;
+  G* curg = nullptr;     // the goroutine running now (null on g0)
+  P* p = nullptr;        // the attached P
+  P* nextp = nullptr;    // the P handed over when this M is woken
+  P* oldp = nullptr;     // the P held before a syscall
+  bool spinning = false;  // out of work and looking for some
+  bool blocked = false;   // parked on `park`
+  int locks = 0;          // > 0 disables preemption
+  note park;              // idle Ms sleep here (stopm)
+  M* schedlink = nullptr;  // idle M list
+  M* alllink = nullptr;    // allm
+  pthread_t thread{};
+  pid_t procid = 0;  // kernel thread id
+  // Per-M random state (Go's cheaprand), for the steal order.
+  std::uint64_t rand_state = 0;
+  // Top of the scheduler stack (g0): mcall starts the scheduler afresh
+  // here every time; g0's frames are never resumed.
+  void* g0_sp = nullptr;
+  void* g0_lo = nullptr;  // lowest address of the scheduler stack
+  std::size_t g0_size = 0;
+  // gopark's arguments carried into park_m on g0.
+  bool (*waitunlockf)(G*, void*) = nullptr;
+  void* waitlock = nullptr;
+  // Sanitizer state of the scheduler stack.
+  void* asan_g0_fake = nullptr;
+  void* tsan_g0_fiber = nullptr;
+  // Alternate signal stack for the overflow handler.
+  void* sigstack = nullptr;
+  bool spinning_at_start = false;  // started by startm(pp, spinning=true)
+
+  std::uint32_t cheaprand() {
+    // wyrand: cheap, good enough for choosing steal orders.
+    rand_state += 0xa0761d6478bd642fULL;
+    __uint128_t t = __uint128_t(rand_state) * (rand_state ^ 0xe7037ed1a0b428dbULL);
+    return std::uint32_t(std::uint64_t(t >> 64) ^ std::uint64_t(t));
+  }
+};
+
+}  // namespace goro::rt

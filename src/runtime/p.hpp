@@ -1,0 +1,69 @@
+// p.hpp: the processor, the right to run goroutines (Go's p). Run queue,
+// G cache and goid cache are per P, so threads come and go without moving
+// them (brief decision 1).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/g.hpp"
+
+namespace goro::rt {
+
+struct M;
+
+enum pstatus : std::uint32_t {
+  p_idle = 0,
+  p_running = 1,
+  p_syscall = 2,
+  p_gcstop = 3,
+  p_dead = 4,
+};
+
+constexpr std::uint32_t runq_size = 256;
+
+struct P {
+  std::int32_t id = 0;
+  std::atomic<std::uint32_t> status{p_idle};
+  P* link = nullptr;  // idle P list
+  M* m = nullptr;     // back link to the M (null when idle)
+  // Incremented on every dispatch that starts a new time slice (execute
+  // without inheritTime). sysmon watches it to find long time slices.
+  std::uint32_t schedtick = 0;
+  std::uint32_t syscalltick = 0;
+  // sysmon's last view of this P (Go's sysmontick).
+  std::uint32_t sysmon_schedtick = 0;
+  std::int64_t sysmon_schedwhen = 0;
+  std::atomic<bool> preempt{false};
+
+  // The local run queue: a 256-slot ring owned by this P. Only the owner
+  // writes runqtail and the slots; anyone may advance runqhead by CAS
+  // (stealing). Head and tail are free-running; the slot is x % 256.
+  alignas(64) std::atomic<std::uint32_t> runqhead{0};
+  std::atomic<std::uint32_t> runqtail{0};
+  std::atomic<G*> runq[runq_size] = {};
+  // The G to run next, ahead of the ring; it inherits the time slice.
+  std::atomic<G*> runnext{nullptr};
+
+  // Dead Gs (with stacks) for reuse.
+  alignas(64) g_list gfree;
+  // goids handed out in batches of 16 (Go's goidcache).
+  std::uint64_t goidcache = 0;
+  std::uint64_t goidcacheend = 0;
+  // Goroutines created minus exited on this P; written only by the owner
+  // (relaxed load + store, no read-modify-write), summed by num_goroutine.
+  std::atomic<std::int64_t> ngoroutines{0};
+  // Statistics for goro::debug::per_p_stats (owner-written).
+  std::atomic<std::uint64_t> nrun{0};     // goroutines dispatched
+  std::atomic<std::uint64_t> nstolen{0};  // goroutines stolen by this P
+};
+
+// Owner-only counter update without a read-modify-write instruction.
+inline void owner_add(std::atomic<std::int64_t>& c, std::int64_t d) {
+  c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+inline void owner_add(std::atomic<std::uint64_t>& c, std::uint64_t d) {
+  c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,129 @@
+// park.cpp: leaving a goroutine for the scheduler (Go's mcall, gopark,
+// park_m, goready, Gosched).
+#include <sched.h>
+
+#include "runtime/context.hpp"
+#include "runtime/runq.hpp"
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+namespace {
+
+// Detaches the current goroutine from its M (Go's dropg).
+inline void dropg(M* mp, G* gp) {
+  mp->curg = nullptr;
+  gp->m = nullptr;
+}
+
+void mcall_impl(void (*fn)(void*), bool dying) {
+  M* mp = getm();
+  G* gp = mp->curg;
+  if (gp->stk.guard == guard_kind::canary) stack_check_canary(gp);
+  eh_save(gp);
+  san_leave_g(mp, gp, dying);
+  goro_mcall(&gp->sched_sp, mp->g0_sp, fn, gp);
+  // Resumed, possibly on another thread: `mp` is stale from here on.
+  san_enter_g(gp, false);
+}
+
+// On g0: finish parking gp (Go's park_m).
+void park_m(void* arg) {
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_waiting);
+  dropg(mp, gp);
+  if (auto fn = mp->waitunlockf) {
+    // unlockf runs after gp is _Gwaiting, so gp may already have been
+    // readied by the time it returns; that is fine, we are off its stack.
+    bool ok = fn(gp, mp->waitlock);
+    mp->waitunlockf = nullptr;
+    mp->waitlock = nullptr;
+    if (!ok) {
+      casgstatus(gp, g_waiting, g_runnable);
+      execute(gp, true);  // resume at once, same time slice
+    }
+  }
+  schedule();
+}
+
+// On g0: yield gp to the global queue (Go's gosched_m / goschedImpl).
+void gosched_m(void* arg) {
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_runnable);
+  dropg(mp, gp);
+  {
+    lock_guard lk(sched.lock);
+    globrunqput(gp);
+  }
+  wakep();
+  schedule();
+}
+
+bool unlock_mutex(G*, void* lock) {
+  static_cast<mutex*>(lock)->unlock();
+  return true;
+}
+
+}  // namespace
+
+void mcall(void (*fn)(G*)) {
+  mcall_impl(reinterpret_cast<void (*)(void*)>(fn), false);
+}
+
+void mcall_dying(void (*fn)(void*)) { mcall_impl(fn, true); }
+
+void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
+  M* mp = getm();
+  G* gp = mp->curg;
+  mp->waitunlockf = unlockf;
+  mp->waitlock = lock;
+  gp->waitreason = reason;
+  mcall_impl(park_m, false);
+}
+
+void goparkunlock(mutex* lock, wait_reason reason) {
+  gopark(unlock_mutex, lock, reason);
+}
+
+void goready(G* gp) {
+  M* mp = getm();
+  if (mp == nullptr || mp->p == nullptr) {
+    ready_noP(gp);
+    return;
+  }
+  casgstatus(gp, g_waiting, g_runnable);
+  // Into the waker's runnext: a woken goroutine runs next on this P and
+  // shares the waker's time slice (Go's ready with next=true).
+  runqput(mp->p, gp, true);
+  wakep();
+}
+
+void ready_noP(G* gp) {
+  casgstatus(gp, g_waiting, g_runnable);
+  {
+    lock_guard lk(sched.lock);
+    globrunqput(gp);
+  }
+  wakep();
+}
+
+}  // namespace goro::rt
+
+namespace goro {
+
+void gosched() {
+  using namespace rt;
+  if (getg() == nullptr) {
+    sched_yield();
+    return;
+  }
+  mcall_impl(gosched_m, false);
+}
+
+}  // namespace goro

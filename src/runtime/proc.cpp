@@ -1,0 +1,185 @@
+// proc.cpp: runtime start-up (Go's schedinit), goro::run and the runtime
+// inspection API.
+#include <goro/runtime.hpp>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+#include <unistd.h>
+
+#include "runtime/nanotime.hpp"
+#include "runtime/runq.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/steal.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+schedt sched;
+P** allp = nullptr;
+std::atomic<std::int32_t> ncpu_procs{0};
+pmask idlepmask;
+std::atomic<bool> runtime_started{false};
+debug_vars debug;
+std::int64_t runtime_init_time = 0;
+
+namespace {
+
+// allp is sized once for up to this many Ps (GOMAXPROCS can be large in
+// Go, e.g. TestBigGOMAXPROCS uses 1024).
+constexpr std::int32_t max_procs = 1024;
+
+void parse_debug() {
+  const char* e = std::getenv("GORO_DEBUG");
+  if (e == nullptr) return;
+  // Comma-separated name=value pairs, as GODEBUG.
+  std::string s(e);
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string kv = s.substr(pos, end - pos);
+    std::size_t eq = kv.find('=');
+    if (eq != std::string::npos) {
+      std::string k = kv.substr(0, eq);
+      int v = std::atoi(kv.c_str() + eq + 1);
+      if (k == "schedtrace") debug.schedtrace = v;
+      if (k == "scheddetail") debug.scheddetail = v;
+    }
+    pos = end + 1;
+  }
+}
+
+int env_int(const char* name) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == 0) return 0;
+  char* end = nullptr;
+  long v = std::strtol(e, &end, 10);
+  if (*end != 0 || v <= 0) return 0;
+  return int(v);
+}
+
+}  // namespace
+
+void schedinit(const goro::options* opt) {
+  runtime_init_time = nanotime();
+  parse_debug();
+  int procs = opt && opt->gomaxprocs > 0 ? opt->gomaxprocs : 0;
+  if (procs == 0) procs = env_int("GOMAXPROCS");
+  if (procs == 0) procs = default_gomaxprocs();
+  if (procs > max_procs) procs = max_procs;
+
+  stackinit(opt ? opt->stack_size : 0, opt ? int(opt->guard) : 0);
+  install_overflow_handler();
+
+  allp = new P*[max_procs]();
+  idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
+  for (int i = 0; i < procs; i++) {
+    allp[i] = new P;
+    allp[i]->id = i;
+  }
+  steal_order.reset(std::uint32_t(procs));
+  ncpu_procs.store(procs);
+  {
+    lock_guard lk(sched.lock);
+    for (int i = procs - 1; i >= 0; i--) pidleput(allp[i]);
+  }
+  if (debug.schedtrace > 0) sysmon_start();
+}
+
+void fatal(const char* msg) {
+  std::fflush(nullptr);
+  std::fprintf(stderr, "fatal error: %s\n", msg);
+  M* mp = getm();
+  if (G* gp = mp ? mp->curg : nullptr)
+    std::fprintf(stderr, "\ngoroutine %llu [running]:\n",
+                 static_cast<unsigned long long>(gp->goid));
+  std::fflush(stderr);
+  _exit(2);
+}
+
+void fatalf(const char* fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fatal(buf);
+}
+
+}  // namespace goro::rt
+
+namespace goro::detail {
+
+void ensure_started(const options* opt) {
+  static std::mutex start_mu;
+  if (rt::runtime_started.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lk(start_mu);
+  if (rt::runtime_started.load(std::memory_order_relaxed)) return;
+  rt::schedinit(opt);
+  rt::runtime_started.store(true, std::memory_order_release);
+}
+
+int run_main(const options* opt, std::function<int()> main_fn) {
+  if (rt::getg() != nullptr)
+    throw std::logic_error("goro::run called from inside a goroutine");
+  ensure_started(opt);
+  struct state {
+    std::function<int()> fn;
+    int result = 0;
+    rt::note done;
+  } st;
+  st.fn = std::move(main_fn);
+  goro::go([&st] {
+    st.result = st.fn();
+    st.done.wakeup();
+  });
+  st.done.sleep();
+  return st.result;
+}
+
+}  // namespace goro::detail
+
+namespace goro {
+
+int gomaxprocs(int n) {
+  if (n < 0) throw std::invalid_argument("goro::gomaxprocs: negative count");
+  if (!rt::runtime_started.load(std::memory_order_acquire)) {
+    options o;
+    o.gomaxprocs = n;
+    // Not started yet: start it with n Ps (unless another thread wins
+    // the race to start it; then the checks below apply).
+    detail::ensure_started(n > 0 ? &o : nullptr);
+  }
+  int cur = rt::nprocs();
+  if (n == 0 || n == cur) return cur;
+  throw std::logic_error(
+      "goro::gomaxprocs(n): changing the number of Ps of a running runtime "
+      "needs stop-the-world, which is not implemented yet; set it with "
+      "goro::options or GOMAXPROCS before the runtime starts");
+}
+
+int num_cpu() { return rt::usable_cpus(); }
+
+std::int64_t num_goroutine() {
+  if (!rt::runtime_started.load(std::memory_order_acquire)) return 0;
+  std::int64_t n = rt::sched.ngoroutines_extra.load(std::memory_order_relaxed);
+  for (int i = 0; i < 1024 && rt::allp[i] != nullptr; i++)
+    n += rt::allp[i]->ngoroutines.load(std::memory_order_relaxed);
+  return n;
+}
+
+std::uint64_t goroutine_id() {
+  rt::G* gp = rt::getg();
+  return gp ? gp->goid : 0;
+}
+
+void preempt_point() {
+  rt::G* gp = rt::getg();
+  if (gp != nullptr && gp->preempt) gosched();
+}
+
+}  // namespace goro

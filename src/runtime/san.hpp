@@ -1,0 +1,109 @@
+// san.hpp: sanitizer fiber annotations for the context switch and the
+// per-goroutine C++ exception state. Users can run their goroutine programs
+// under ASan and TSan because every switch is announced to them.
+#pragma once
+
+#include <cxxabi.h>
+
+#include "runtime/g.hpp"
+#include "runtime/m.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GORO_HAVE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GORO_HAVE_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define GORO_HAVE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GORO_HAVE_TSAN 1
+#endif
+#endif
+
+#ifdef GORO_HAVE_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef GORO_HAVE_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace goro::rt {
+
+// Leaving goroutine gp for the scheduler stack of mp. `dying`: gp's stack
+// will not be resumed.
+inline void san_leave_g(M* mp, G* gp, bool dying) {
+#ifdef GORO_HAVE_ASAN
+  __sanitizer_start_switch_fiber(dying ? nullptr : &gp->asan_fake_stack,
+                                 mp->g0_lo, mp->g0_size);
+#endif
+#ifdef GORO_HAVE_TSAN
+  __tsan_switch_to_fiber(mp->tsan_g0_fiber, 0);
+#endif
+  (void)mp;
+  (void)gp;
+  (void)dying;
+}
+
+// Arrived on the scheduler stack.
+inline void san_enter_g0(M* mp) {
+#ifdef GORO_HAVE_ASAN
+  __sanitizer_finish_switch_fiber(mp->asan_g0_fake, nullptr, nullptr);
+#endif
+  (void)mp;
+}
+
+// Leaving the scheduler stack for goroutine gp.
+inline void san_leave_g0(M* mp, G* gp) {
+#ifdef GORO_HAVE_ASAN
+  __sanitizer_start_switch_fiber(&mp->asan_g0_fake,
+                                 reinterpret_cast<void*>(gp->stk.lo),
+                                 gp->stk.hi - gp->stk.lo);
+#endif
+#ifdef GORO_HAVE_TSAN
+  __tsan_switch_to_fiber(gp->tsan_fiber, 0);
+#endif
+  (void)mp;
+  (void)gp;
+}
+
+// Arrived on goroutine gp (resumed, or new when `fresh`).
+inline void san_enter_g(G* gp, bool fresh) {
+#ifdef GORO_HAVE_ASAN
+  __sanitizer_finish_switch_fiber(fresh ? nullptr : gp->asan_fake_stack,
+                                  nullptr, nullptr);
+#endif
+  (void)gp;
+  (void)fresh;
+}
+
+// Layout shared by libstdc++ and libc++abi (__cxa_eh_globals).
+struct cxa_eh_globals {
+  void* caught;
+  unsigned int uncaught;
+};
+
+// Moves the thread's exception globals into gp (the goroutine leaves).
+inline void eh_save(G* gp) {
+  auto* g = reinterpret_cast<cxa_eh_globals*>(abi::__cxa_get_globals());
+  gp->eh.caught = g->caught;
+  gp->eh.uncaught = g->uncaught;
+  if (g->caught || g->uncaught) {
+    g->caught = nullptr;
+    g->uncaught = 0;
+  }
+}
+
+// Installs gp's exception globals on this thread (the goroutine resumes).
+inline void eh_restore(G* gp) {
+  if (gp->eh.caught || gp->eh.uncaught) {
+    auto* g = reinterpret_cast<cxa_eh_globals*>(abi::__cxa_get_globals());
+    g->caught = gp->eh.caught;
+    g->uncaught = gp->eh.uncaught;
+  }
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,148 @@
+// sched.hpp: the global scheduler state (Go's schedt and proc.go globals)
+// and the scheduler's internal entry points.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "runtime/g.hpp"
+#include "runtime/lock.hpp"
+#include "runtime/m.hpp"
+#include "runtime/p.hpp"
+
+namespace goro {
+struct options;
+}
+
+namespace goro::rt {
+
+void schedinit(const goro::options* opt);
+
+struct schedt {
+  std::atomic<std::uint64_t> goidgen{0};
+  // The global scheduler lock: idle lists, global run queue, M accounting.
+  mutex lock;
+
+  M* midle = nullptr;  // idle Ms
+  std::int32_t nmidle = 0;
+  std::int32_t nmidlelocked = 0;
+  std::int64_t mnext = 0;  // Ms created so far (and the next M id)
+  std::int32_t maxmcount = 10000;
+  std::int32_t nmsys = 0;  // system Ms (sysmon), not counted for deadlock
+  std::int64_t nmfreed = 0;
+
+  P* pidle = nullptr;  // idle Ps
+  std::atomic<std::int32_t> npidle{0};
+  std::atomic<std::int32_t> nmspinning{0};
+  std::atomic<std::uint32_t> needspinning{0};
+
+  // The global run queue; runqsize is also read without the lock.
+  g_queue runq;
+  std::atomic<std::int32_t> runqsize{0};
+
+  // Global cache of dead Gs with stacks.
+  struct {
+    mutex lock;
+    g_list list;
+  } gfree;
+
+  std::atomic<bool> gcwaiting{false};  // stop-the-world requested
+  // Goroutines created from plain threads minus those accounted on Ps.
+  std::atomic<std::int64_t> ngoroutines_extra{0};
+};
+
+extern schedt sched;
+
+// A bit per P (Go's pMask).
+struct pmask {
+  std::atomic<std::uint32_t>* words = nullptr;
+  bool read(std::uint32_t id) const {
+    return (words[id / 32].load(std::memory_order_relaxed) >> (id % 32)) & 1;
+  }
+  void set(std::int32_t id) {
+    words[id / 32].fetch_or(1u << (id % 32), std::memory_order_relaxed);
+  }
+  void clear(std::int32_t id) {
+    words[id / 32].fetch_and(~(1u << (id % 32)), std::memory_order_relaxed);
+  }
+};
+
+// allp[0..gomaxprocs) and friends. allp only grows; Ps are never freed.
+extern P** allp;
+extern std::atomic<std::int32_t> ncpu_procs;  // Go's gomaxprocs
+extern pmask idlepmask;
+extern std::atomic<bool> runtime_started;
+extern M* allm;
+
+inline std::int32_t nprocs() {
+  return ncpu_procs.load(std::memory_order_relaxed);
+}
+
+// --- scheduler (schedule.cpp, findrunnable.cpp, mstart.cpp) ---
+[[noreturn]] void schedule();
+[[noreturn]] void execute(G* gp, bool inherit_time);
+G* findrunnable(bool* inherit_time);
+void wakep();
+void startm(P* pp, bool spinning);
+void stopm();
+void acquirep(P* pp);
+P* releasep();
+void pidleput(P* pp);  // sched.lock held
+P* pidleget();         // sched.lock held
+P* pidleget_spinning();  // sched.lock held
+void mput(M* mp);      // sched.lock held
+M* mget();             // sched.lock held
+void become_spinning(M* mp);
+void resetspinning();
+void newm(P* pp, bool spinning, std::int64_t id);
+std::int64_t mreserve_id();  // sched.lock held
+std::int32_t mcount();       // sched.lock held
+
+// --- goroutine switch (park.cpp) ---
+// Switches from the running goroutine to the scheduler stack and calls
+// fn(gp) there (Go's mcall). Returns when gp is resumed.
+void mcall(void (*fn)(G*));
+// mcall for a goroutine that will never resume (its stack is recycled).
+void mcall_dying(void (*fn)(void*));
+// Parks the running goroutine (Go's gopark). After the switch, on g0,
+// unlockf(gp, lock) runs; if it returns false the goroutine resumes at once.
+void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason);
+// gopark that releases a runtime mutex after parking (goparkunlock).
+void goparkunlock(mutex* lock, wait_reason reason);
+// Makes a parked goroutine runnable in the waker's runnext (Go's goready).
+void goready(G* gp);
+// Puts Gs readied without a P (plain threads) on the global queue.
+void ready_noP(G* gp);
+
+// --- global run queue (globrunq.cpp); sched.lock held ---
+void globrunqput(G* gp);
+void globrunqputhead(G* gp);
+void globrunqputbatch(g_queue* batch);
+G* globrunqget(P* pp, std::int32_t max);
+
+// --- G free lists (gfree.cpp) ---
+G* gfget(P* pp);
+void gfput(P* pp, G* gp);
+// gfput, or the global list / unmap when there is no P (plain threads).
+void gfput_or_free(P* pp, G* gp);
+
+// --- start-up (proc.cpp) ---
+// GORO_DEBUG settings (Go's GODEBUG for the scheduler).
+struct debug_vars {
+  int schedtrace = 0;  // ms between schedtrace lines; 0: off
+  int scheddetail = 0;
+};
+extern debug_vars debug;
+extern std::int64_t runtime_init_time;
+void sysmon_start();
+void schedtrace(bool detailed);
+int default_gomaxprocs();
+int usable_cpus();
+std::uint64_t newgoid(P* pp);
+
+// Fatal error: prints "fatal error: msg" (Go's throw) and exits with 2.
+[[noreturn]] void fatal(const char* msg);
+[[noreturn]] void fatalf(const char* fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+}  // namespace goro::rt

@@ -1,0 +1,55 @@
+// schedule.cpp: one round of scheduling on g0 (Go's schedule, execute,
+// resetspinning).
+#include "runtime/context.hpp"
+#include "runtime/runq.hpp"
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+void execute(G* gp, bool inherit_time) {
+  M* mp = getm();
+  P* pp = mp->p;
+  mp->curg = gp;
+  gp->m = mp;
+  casgstatus(gp, g_runnable, g_running);
+  gp->waitsince = 0;
+  gp->preempt = false;
+  // A new time slice unless gp inherits the current one (runnext).
+  if (!inherit_time) pp->schedtick++;
+  owner_add(pp->nrun, 1);
+  eh_restore(gp);
+  san_leave_g0(mp, gp);
+  goro_gogo(gp->sched_sp);
+}
+
+void resetspinning() {
+  M* mp = getm();
+  if (!mp->spinning) fatal("resetspinning: not a spinning m");
+  mp->spinning = false;
+  // seq_cst RMW: the #StoreLoad barrier of the spinning protocol (our
+  // decrement is visible before wakep reads nmspinning / npidle).
+  std::int32_t n = sched.nmspinning.fetch_sub(1) - 1;
+  if (n < 0) fatal("resetspinning: negative nmspinning");
+  // The last spinner found work; submitters do nothing while someone
+  // spins, so it is our job to start another spinner if Ps are idle.
+  wakep();
+}
+
+void schedule() {
+  M* mp = getm();
+  if (mp->locks != 0) fatal("schedule: holding locks");
+  P* pp = mp->p;
+  pp->preempt.store(false, std::memory_order_relaxed);
+  if (mp->spinning && !runqempty(pp))
+    fatal("schedule: spinning with local work");
+  bool inherit_time = false;
+  G* gp = findrunnable(&inherit_time);  // blocks until work is available
+  // This M is about to run a goroutine; if it was spinning, another M may
+  // have to start spinning in its place.
+  if (mp->spinning) resetspinning();
+  execute(gp, inherit_time);
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,321 @@
+// stack.cpp: goroutine stack allocation, guard pages and overflow reports.
+#include "runtime/stack.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "runtime/g.hpp"
+#include "runtime/lock.hpp"
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+namespace {
+
+#ifndef MADV_GUARD_INSTALL
+constexpr int MADV_GUARD_INSTALL = 102;
+#endif
+
+std::size_t stack_bytes = 256 * 1024;  // whole reservation, guard included
+guard_kind guard_mode = guard_kind::madvise;
+// Stacks that may still get an mprotect guard. Each one costs two VMAs
+// (guard + stack) against vm.max_map_count; past the budget stacks fall
+// back to canaries instead of failing to map.
+std::atomic<std::int64_t> mprotect_budget{0};
+constexpr std::uint64_t canary_value = 0x6b636174735f6f67ULL;  // "go_stack"
+
+// Default-size stacks are carved from chunks of this many stacks: one
+// mmap per chunk instead of one per goroutine.
+constexpr std::size_t chunk_stacks = 64;
+mutex chunk_lock;
+char* chunk_next = nullptr;
+std::size_t chunk_left = 0;
+
+std::size_t parse_size(const char* s) {
+  char* end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (end == s) return 0;
+  if (*end == 'k' || *end == 'K') v *= 1024;
+  if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
+  return std::size_t(v);
+}
+
+std::size_t round_up(std::size_t n, std::size_t a) {
+  return (n + a - 1) / a * a;
+}
+
+std::int64_t read_max_map_count() {
+  std::int64_t v = 65530;
+  if (FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    long long x;
+    if (std::fscanf(f, "%lld", &x) == 1) v = x;
+    std::fclose(f);
+  }
+  return v;
+}
+
+bool madvise_guard_works() {
+  void* p = mmap(nullptr, 2 * page_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  bool ok = madvise(p, page_size, MADV_GUARD_INSTALL) == 0;
+  munmap(p, 2 * page_size);
+  return ok;
+}
+
+void write_canary(const stack& s) {
+  auto* lo = reinterpret_cast<std::uint64_t*>(s.map_base);
+  auto* hi = reinterpret_cast<std::uint64_t*>(s.lo) - 1;
+  *lo = canary_value;
+  *hi = canary_value;
+}
+
+// Protects the guard page of a fresh stack with the best mechanism left.
+void install_guard(stack& s) {
+  if (guard_mode == guard_kind::madvise) {
+    if (madvise(s.map_base, guard_size, MADV_GUARD_INSTALL) == 0) {
+      s.guard = guard_kind::madvise;
+      return;
+    }
+  }
+  if (guard_mode != guard_kind::canary &&
+      mprotect_budget.fetch_sub(1, std::memory_order_relaxed) > 0) {
+    if (mprotect(s.map_base, guard_size, PROT_NONE) == 0) {
+      s.guard = guard_kind::mprotect;
+      return;
+    }
+  }
+  s.guard = guard_kind::canary;
+  write_canary(s);
+}
+
+G* place_g(char* base, std::size_t size, bool chunked) {
+  std::size_t gsize = round_up(sizeof(G), 64);
+  char* top = base + size;
+  G* gp = ::new (top - gsize) G;
+  gp->stk.map_base = base;
+  gp->stk.map_size = size;
+  gp->stk.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
+  gp->stk.hi = reinterpret_cast<std::uintptr_t>(gp);
+  gp->stk.chunked = chunked;
+  install_guard(gp->stk);
+#ifdef GORO_HAVE_TSAN
+  gp->tsan_fiber = __tsan_create_fiber(0);
+#endif
+  return gp;
+}
+
+[[noreturn]] void out_of_memory(std::size_t size) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "runtime: cannot reserve %zu bytes for a goroutine stack (%s)",
+                size, std::strerror(errno));
+  fatal(buf);
+}
+
+// --- overflow reports ---
+
+struct sigaction old_segv, old_bus;
+
+void write_str(const char* s) {
+  ssize_t r = write(2, s, std::strlen(s));
+  (void)r;
+}
+
+void fmt_u(char* buf, unsigned long long v, int base) {
+  char tmp[32];
+  int n = 0;
+  do {
+    tmp[n++] = "0123456789abcdef"[v % base];
+    v /= base;
+  } while (v);
+  int i = 0;
+  if (base == 16) {
+    buf[i++] = '0';
+    buf[i++] = 'x';
+  }
+  while (n) buf[i++] = tmp[--n];
+  buf[i] = 0;
+}
+
+// Async-signal-safe report, then exit 2 as Go's fatal error does.
+[[noreturn]] void report_overflow(G* gp, std::uintptr_t sp) {
+  char n1[32], n2[32], n3[32];
+  write_str("runtime: goroutine stack exceeds ");
+  fmt_u(n1, gp->stk.hi - gp->stk.lo, 10);
+  write_str(n1);
+  write_str("-byte limit\nruntime: sp=");
+  fmt_u(n1, sp, 16);
+  fmt_u(n2, gp->stk.lo, 16);
+  fmt_u(n3, gp->stk.hi, 16);
+  write_str(n1);
+  write_str(" stack=[");
+  write_str(n2);
+  write_str(", ");
+  write_str(n3);
+  write_str("]\nfatal error: stack overflow\n\ngoroutine ");
+  fmt_u(n1, gp->goid, 10);
+  write_str(n1);
+  write_str(" [running]:\n\t(guard: ");
+  write_str(guard_name(gp->stk.guard));
+  write_str("; raise the limit with goro::go_options{.stack_size} or "
+            "GORO_STACK_SIZE)\n");
+  _exit(2);
+}
+
+void overflow_handler(int sig, siginfo_t* si, void* uctx) {
+  M* mp = goro_tls_m;  // same thread: a direct TLS read is fine here
+  G* gp = mp ? mp->curg : nullptr;
+  if (gp != nullptr) {
+    auto* uc = static_cast<ucontext_t*>(uctx);
+    std::uintptr_t sp = std::uintptr_t(uc->uc_mcontext.gregs[REG_RSP]);
+    std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(si->si_addr);
+    std::uintptr_t base = reinterpret_cast<std::uintptr_t>(gp->stk.map_base);
+    constexpr std::uintptr_t slack = 64 * 1024 * 1024;
+    bool in_guard = addr >= base && addr < gp->stk.lo;
+    bool sp_below = sp < gp->stk.lo && sp + slack > gp->stk.lo;
+    if (in_guard || sp_below) report_overflow(gp, sp);
+  }
+  // Not a goroutine stack overflow: hand it to the previous handler, or
+  // restore the default action and let the fault happen again.
+  struct sigaction* old = sig == SIGBUS ? &old_bus : &old_segv;
+  if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+    old->sa_sigaction(sig, si, uctx);
+    return;
+  }
+  if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN &&
+      old->sa_handler != nullptr) {
+    old->sa_handler(sig);
+    return;
+  }
+  signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+const char* guard_name(guard_kind k) {
+  switch (k) {
+    case guard_kind::madvise:
+      return "madvise";
+    case guard_kind::mprotect:
+      return "mprotect";
+    case guard_kind::canary:
+      return "canary";
+    case guard_kind::none:
+      break;
+  }
+  return "none";
+}
+
+void stackinit(std::size_t requested_size, int requested_guard) {
+  std::size_t size = requested_size;
+  if (size == 0)
+    if (const char* e = std::getenv("GORO_STACK_SIZE")) size = parse_size(e);
+  if (size == 0) size = 256 * 1024;
+  if (size < min_stack_size) size = min_stack_size;
+  stack_bytes = round_up(size, page_size);
+
+  guard_kind want = guard_kind(requested_guard);
+  if (const char* e = std::getenv("GORO_STACK_GUARD")) {
+    if (!std::strcmp(e, "madvise"))
+      want = guard_kind::madvise;
+    else if (!std::strcmp(e, "mprotect"))
+      want = guard_kind::mprotect;
+    else if (!std::strcmp(e, "canary"))
+      want = guard_kind::canary;
+    else if (!std::strcmp(e, "auto") || !*e)
+      want = guard_kind::none;
+    else
+      fatalf("GORO_STACK_GUARD=%s: want auto, madvise, mprotect or canary", e);
+  }
+  if (want == guard_kind::none || want == guard_kind::madvise)
+    want = madvise_guard_works() ? guard_kind::madvise : guard_kind::mprotect;
+  guard_mode = want;
+  mprotect_budget.store(read_max_map_count() / 4);
+}
+
+std::size_t default_stack_size() { return stack_bytes; }
+guard_kind default_guard() { return guard_mode; }
+
+G* malg(std::size_t size) {
+  if (size == 0 || round_up(size, page_size) == stack_bytes) {
+    char* base;
+    {
+      lock_guard lk(chunk_lock);
+      if (chunk_left == 0) {
+        std::size_t bytes = stack_bytes * chunk_stacks;
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) out_of_memory(bytes);
+        chunk_next = static_cast<char*>(p);
+        chunk_left = chunk_stacks;
+      }
+      base = chunk_next;
+      chunk_next += stack_bytes;
+      chunk_left--;
+    }
+    return place_g(base, stack_bytes, true);
+  }
+  if (size < min_stack_size) size = min_stack_size;
+  size = round_up(size, page_size);
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) out_of_memory(size);
+  return place_g(static_cast<char*>(p), size, false);
+}
+
+void stackfree(G* gp) {
+#ifdef GORO_HAVE_TSAN
+  if (gp->tsan_fiber) __tsan_destroy_fiber(gp->tsan_fiber);
+#endif
+  if (gp->stk.guard == guard_kind::mprotect)
+    mprotect_budget.fetch_add(1, std::memory_order_relaxed);
+  char* base = gp->stk.map_base;
+  std::size_t size = gp->stk.map_size;
+  gp->~G();
+  munmap(base, size);
+}
+
+void stack_check_canary(G* gp) {
+  auto* lo = reinterpret_cast<std::uint64_t*>(gp->stk.map_base);
+  auto* hi = reinterpret_cast<std::uint64_t*>(gp->stk.lo) - 1;
+  if (*lo != canary_value || *hi != canary_value) {
+    std::uintptr_t sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    report_overflow(gp, sp);
+  }
+}
+
+void minit_signals() {
+  constexpr std::size_t sigstack_size = 64 * 1024;
+  void* p = mmap(nullptr, sigstack_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  stack_t ss{};
+  ss.ss_sp = p;
+  ss.ss_size = sigstack_size;
+  sigaltstack(&ss, nullptr);
+}
+
+void install_overflow_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = overflow_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &old_segv);
+  sigaction(SIGBUS, &sa, &old_bus);
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,54 @@
+// stack.hpp: goroutine stacks (brief decision 6).
+//
+// C++ cannot move a stack, so every goroutine reserves virtual memory for
+// its whole stack (default 256 KiB) and the kernel commits it page by page.
+// Below the usable range sits one guard page protected, in order of
+// preference, by madvise(MADV_GUARD_INSTALL) (Linux 6.13+: no VMA split),
+// mprotect(PROT_NONE) within a budget of memory mappings (each one splits a
+// VMA and vm.max_map_count is finite), or canary words checked at every
+// switch. The G itself is placed at the top of the mapping.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace goro::rt {
+
+enum class guard_kind : std::uint8_t { none, madvise, mprotect, canary };
+
+struct stack {
+  std::uintptr_t lo = 0;  // lowest usable address
+  std::uintptr_t hi = 0;  // one past the highest usable address
+  char* map_base = nullptr;  // start of the mapping (guard page first)
+  std::size_t map_size = 0;
+  guard_kind guard = guard_kind::none;
+  bool chunked = false;  // carved from a shared chunk, never unmapped alone
+};
+
+struct G;
+
+constexpr std::size_t page_size = 4096;
+constexpr std::size_t guard_size = page_size;
+constexpr std::size_t min_stack_size = 16 * 1024;
+
+// Chooses the guard mechanism and the default stack size from options and
+// the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once.
+void stackinit(std::size_t requested_size, int requested_guard);
+std::size_t default_stack_size();
+guard_kind default_guard();
+const char* guard_name(guard_kind k);
+
+// Allocates a stack of `size` bytes (0: default) and constructs a dead G at
+// its top. Returns the G; its stk describes the usable range below it.
+G* malg(std::size_t size);
+// Releases the stack of a G that will not be reused (the G dies with it).
+void stackfree(G* gp);
+// Checks the canary of a canary-guarded stack; fatal on overflow.
+void stack_check_canary(G* gp);
+
+// Per-thread set-up for the overflow handler (the alternate signal stack).
+void minit_signals();
+// Installs the SIGSEGV/SIGBUS handler that reports goroutine overflow.
+void install_overflow_handler();
+
+}  // namespace goro::rt

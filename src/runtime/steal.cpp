@@ -1,0 +1,58 @@
+// steal.cpp: work stealing.
+#include "runtime/steal.hpp"
+
+#include <numeric>
+
+#include "runtime/runq.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+random_order steal_order;
+
+void random_order::reset(std::uint32_t n) {
+  count = n;
+  coprimes.clear();
+  for (std::uint32_t i = 1; i <= n; i++)
+    if (std::gcd(i, n) == 1) coprimes.push_back(i);
+}
+
+G* stealwork(P* pp, bool* new_work) {
+  M* mp = getm();
+  *new_work = false;
+  std::int32_t n = nprocs();
+  for (int i = 0; i < steal_tries; i++) {
+    // Timers and another P's runnext only on the last pass: stealing
+    // runnext breaks the locality of a readier/readied pair.
+    bool last_pass = i == steal_tries - 1;
+    for (auto e = steal_order.start(mp->cheaprand()); !e.done(); e.next()) {
+      if (sched.gcwaiting.load(std::memory_order_relaxed)) {
+        *new_work = true;
+        return nullptr;
+      }
+      std::uint32_t id = e.position();
+      if (std::int32_t(id) >= n) continue;
+      P* p2 = allp[id];
+      if (p2 == pp) continue;
+      // (timers of p2 are run here on the last pass once goro has timers)
+      if (!idlepmask.read(id)) {
+        if (G* gp = runqsteal(pp, p2, last_pass)) return gp;
+      }
+    }
+  }
+  return nullptr;
+}
+
+P* check_runqs_noP(P** allp_snapshot, std::int32_t n) {
+  for (std::int32_t id = 0; id < n; id++) {
+    P* p2 = allp_snapshot[id];
+    if (!idlepmask.read(id) && !runqempty(p2)) {
+      lock_guard lk(sched.lock);
+      return pidleget_spinning();
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,49 @@
+// steal.hpp: work stealing (Go's stealWork and randomOrder).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/g.hpp"
+#include "runtime/p.hpp"
+
+namespace goro::rt {
+
+// Enumerates 0..count-1 in a pseudo-random order: start at r % count and
+// step by a number coprime with count, so every P is visited exactly once.
+struct random_order {
+  std::uint32_t count = 0;
+  std::vector<std::uint32_t> coprimes;
+
+  struct enumerator {
+    std::uint32_t i, count, pos, inc;
+    bool done() const { return i == count; }
+    void next() {
+      i++;
+      pos = (pos + inc) % count;
+    }
+    std::uint32_t position() const { return pos; }
+  };
+
+  void reset(std::uint32_t n);
+  enumerator start(std::uint32_t r) const {
+    return enumerator{0, count, r % count,
+                      coprimes[(r / count) % coprimes.size()]};
+  }
+};
+
+extern random_order steal_order;
+
+constexpr int steal_tries = 4;
+
+// Tries to steal a runnable G from other Ps: 4 passes over all Ps in a
+// random order; the last pass may also take a running P's runnext. Sets
+// *new_work when the caller should restart findrunnable (e.g. a
+// stop-the-world is pending).
+G* stealwork(P* pp, bool* new_work);
+
+// With no P: is there a non-idle P with queued work? Returns an idle P to
+// take (acquired from the idle list) or null (Go's checkRunqsNoP).
+P* check_runqs_noP(P** allp_snapshot, std::int32_t n);
+
+}  // namespace goro::rt

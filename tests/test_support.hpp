@@ -1,0 +1,114 @@
+// Shared helpers for goro's tests (header only; not a test executable).
+//
+//  - GORO_TEST_SANITIZED: 1 under ASan/TSan (GCC or Clang), so tests can scale
+//    their iteration counts down where everything runs 5-20x slower.
+//  - scaled(n, m): n normally, m under a sanitizer.
+//  - deadline: a steady_clock bound for spin/poll loops, so a broken feature
+//    makes a test FAIL after a while instead of hanging until ctest's timeout.
+//  - A per-test watchdog: if one test runs longer than GORO_TEST_WATCHDOG_S
+//    seconds (default 60) it prints the test's name and aborts, so a hang in
+//    the runtime (lost wake-up, deadlock) shows up as a named failure.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GORO_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define GORO_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef GORO_TEST_SANITIZED
+#define GORO_TEST_SANITIZED 0
+#endif
+
+namespace goro_test {
+
+template <class T>
+constexpr T scaled(T normal, T sanitized) {
+  return GORO_TEST_SANITIZED ? sanitized : normal;
+}
+
+using clock = std::chrono::steady_clock;
+
+struct deadline {
+  clock::time_point at;
+  explicit deadline(std::chrono::milliseconds d) : at(clock::now() + d) {}
+  bool passed() const { return clock::now() >= at; }
+};
+
+// Aborts the process (naming the test) when a single test runs too long.
+// The state is leaked on purpose: the detached thread outlives gtest's
+// listener objects at process exit.
+struct watchdog_state {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string name;
+  bool armed = false;
+  clock::time_point until{};
+  std::chrono::seconds limit{60};
+
+  void loop() {
+    std::unique_lock<std::mutex> lk(mu);
+    for (;;) {
+      if (!armed) {
+        cv.wait(lk);
+        continue;
+      }
+      auto u = until;
+      if (cv.wait_until(lk, u) == std::cv_status::timeout && armed &&
+          until == u) {
+        std::fprintf(stderr,
+                     "\n[watchdog] test %s still running after %lld s: "
+                     "probable hang (lost wake-up or deadlock); aborting\n",
+                     name.c_str(), static_cast<long long>(limit.count()));
+        std::fflush(stderr);
+        std::abort();
+      }
+    }
+  }
+};
+
+class watchdog : public ::testing::EmptyTestEventListener {
+ public:
+  watchdog() : st_(new watchdog_state) {
+    const char* env = std::getenv("GORO_TEST_WATCHDOG_S");
+    if (env && std::atoi(env) > 0) st_->limit = std::chrono::seconds(std::atoi(env));
+    std::thread([s = st_] { s->loop(); }).detach();
+  }
+  void OnTestStart(const ::testing::TestInfo& info) override {
+    std::lock_guard<std::mutex> lk(st_->mu);
+    st_->name = std::string(info.test_suite_name()) + "." + info.name();
+    st_->armed = true;
+    st_->until = clock::now() + st_->limit;
+    st_->cv.notify_all();
+  }
+  void OnTestEnd(const ::testing::TestInfo&) override {
+    std::lock_guard<std::mutex> lk(st_->mu);
+    st_->armed = false;
+    st_->cv.notify_all();
+  }
+
+ private:
+  watchdog_state* st_;
+};
+
+inline bool install_watchdog() {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new watchdog);
+  return true;
+}
+
+}  // namespace goro_test
+
+// One watchdog per test executable (inline variable: initialised once).
+inline const bool goro_test_watchdog_installed = goro_test::install_watchdog();
