@@ -25,7 +25,7 @@ top:
   // Fairness: every 61st time slice look at the global queue first, so
   // two goroutines that keep readying each other through runnext cannot
   // starve it.
-  if (pp->schedtick % 61 == 0 &&
+  if (pp->schedtick.load(std::memory_order_relaxed) % 61 == 0 &&
       sched.runqsize.load(std::memory_order_relaxed) > 0) {
     lock_guard lk(sched.lock);
     if (G* gp = globrunqget(pp, 1)) return gp;

@@ -72,7 +72,8 @@ struct G {
   M* m = nullptr;  // the M running it, when running
   stack stk;       // usable stack [lo, hi) and its mapping
   wait_reason waitreason = wait_reason::zero;
-  bool preempt = false;       // asked to yield at the next safe point
+  // Asked to yield at the next safe point (set by sysmon, read by the G).
+  std::atomic<bool> preempt{false};
   bool goexiting = false;     // goexit's forced unwinding is in progress
   bool goexit_caught = false;  // the goroutine entry consumed it
   std::int64_t waitsince = 0;

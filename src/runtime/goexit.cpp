@@ -34,12 +34,12 @@ void goexit0(void* arg) {
   P* pp = mp->p;
   casgstatus(gp, g_running, g_dead);
   owner_add(pp->ngoroutines, -1);
-  mp->curg = nullptr;
+  mp->curg.store(nullptr, std::memory_order_relaxed);
   gp->m = nullptr;
   gp->entry = nullptr;
   gp->arg = nullptr;
   gp->param = nullptr;
-  gp->preempt = false;
+  gp->preempt.store(false, std::memory_order_relaxed);
   gp->goexiting = false;
   gp->goexit_caught = false;
   gp->waitreason = wait_reason::zero;

@@ -16,7 +16,9 @@ struct P;
 
 struct M {
   std::int64_t id = 0;
-  G* curg = nullptr;     // the goroutine running now (null on g0)
+  // The goroutine running now (null on g0). Atomic (relaxed) because sysmon
+  // reads it from its own thread to request preemption.
+  std::atomic<G*> curg{nullptr};
   P* p = nullptr;        // the attached P
   P* nextp = nullptr;    // the P handed over when this M is woken
   P* oldp = nullptr;     // the P held before a syscall

@@ -103,22 +103,22 @@ void newm(P* pp, bool spinning, std::int64_t id) {
 
 void acquirep(P* pp) {
   M* mp = getm();
-  if (mp->p != nullptr || pp->m != nullptr ||
+  if (mp->p != nullptr || pp->m.load(std::memory_order_relaxed) != nullptr ||
       pp->status.load(std::memory_order_relaxed) != p_idle)
     fatal("acquirep: invalid p state");
   mp->p = pp;
-  pp->m = mp;
+  pp->m.store(mp, std::memory_order_relaxed);
   pp->status.store(p_running, std::memory_order_relaxed);
 }
 
 P* releasep() {
   M* mp = getm();
   P* pp = mp->p;
-  if (pp == nullptr || pp->m != mp ||
+  if (pp == nullptr || pp->m.load(std::memory_order_relaxed) != mp ||
       pp->status.load(std::memory_order_relaxed) != p_running)
     fatal("releasep: invalid p state");
   mp->p = nullptr;
-  pp->m = nullptr;
+  pp->m.store(nullptr, std::memory_order_relaxed);
   pp->status.store(p_idle, std::memory_order_relaxed);
   return pp;
 }
@@ -182,6 +182,7 @@ void stopm() {
 }
 
 void startm(P* pp, bool spinning) {
+  sysmon_wake_if_waiting();
   sched.lock.lock();
   if (pp == nullptr) {
     pp = pidleget();

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "runtime/context.hpp"
+#include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
@@ -41,13 +42,9 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
   G* gp = nullptr;
   if (stack_size == 0 || stack_size == default_stack_size()) {
     gp = gfget(pp);
-    if (gp == nullptr) {
-      gp = malg(0);
-      allgadd(gp);
-    }
+    if (gp == nullptr) gp = malg(0);
   } else {
     gp = malg(stack_size);
-    allgadd(gp);
   }
   std::uintptr_t top = gp->stk.hi;
   std::uintptr_t storage = (top - size) & ~(std::uintptr_t(align) - 1);
@@ -71,7 +68,7 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   prepare_stack(gp, top);
   M* mp = getm();
   P* pp = mp ? mp->p : nullptr;
-  G* parent = mp ? mp->curg : nullptr;
+  G* parent = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
   gp->parent_goid = parent ? parent->goid : 0;
   gp->goid = newgoid(pp);
   gp->waitreason = wait_reason::zero;
@@ -88,6 +85,9 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
     globrunqput(gp);
   }
   wakep();
+  // A runtime entry: honour a pending preemption request.
+  if (parent != nullptr && parent->preempt.load(std::memory_order_relaxed))
+    gopreempt();
 }
 
 void newproc_abort(spawn_slot slot) noexcept {

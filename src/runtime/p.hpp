@@ -26,10 +26,10 @@ struct P {
   std::int32_t id = 0;
   std::atomic<std::uint32_t> status{p_idle};
   P* link = nullptr;  // idle P list
-  M* m = nullptr;     // back link to the M (null when idle)
+  std::atomic<M*> m{nullptr};  // back link to the M (null when idle)
   // Incremented on every dispatch that starts a new time slice (execute
   // without inheritTime). sysmon watches it to find long time slices.
-  std::uint32_t schedtick = 0;
+  std::atomic<std::uint32_t> schedtick{0};  // owner-written, sysmon-read
   std::uint32_t syscalltick = 0;
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;

@@ -14,13 +14,13 @@ namespace {
 
 // Detaches the current goroutine from its M (Go's dropg).
 inline void dropg(M* mp, G* gp) {
-  mp->curg = nullptr;
+  mp->curg.store(nullptr, std::memory_order_relaxed);
   gp->m = nullptr;
 }
 
 void mcall_impl(void (*fn)(void*), bool dying) {
   M* mp = getm();
-  G* gp = mp->curg;
+  G* gp = mp->curg.load(std::memory_order_relaxed);
   if (gp->stk.guard == guard_kind::canary) stack_check_canary(gp);
   eh_save(gp);
   san_leave_g(mp, gp, dying);
@@ -78,9 +78,11 @@ void mcall(void (*fn)(G*)) {
 
 void mcall_dying(void (*fn)(void*)) { mcall_impl(fn, true); }
 
+void mcall_impl_public(void (*fn)(void*)) { mcall_impl(fn, false); }
+
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
   M* mp = getm();
-  G* gp = mp->curg;
+  G* gp = mp->curg.load(std::memory_order_relaxed);
   mp->waitunlockf = unlockf;
   mp->waitlock = lock;
   gp->waitreason = reason;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/steal.hpp"
@@ -87,14 +88,14 @@ void schedinit(const goro::options* opt) {
     lock_guard lk(sched.lock);
     for (int i = procs - 1; i >= 0; i--) pidleput(allp[i]);
   }
-  if (debug.schedtrace > 0) sysmon_start();
+  sysmon_start();
 }
 
 void fatal(const char* msg) {
   std::fflush(nullptr);
   std::fprintf(stderr, "fatal error: %s\n", msg);
   M* mp = getm();
-  if (G* gp = mp ? mp->curg : nullptr)
+  if (G* gp = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr)
     std::fprintf(stderr, "\ngoroutine %llu [running]:\n",
                  static_cast<unsigned long long>(gp->goid));
   std::fflush(stderr);
@@ -179,7 +180,7 @@ std::uint64_t goroutine_id() {
 
 void preempt_point() {
   rt::G* gp = rt::getg();
-  if (gp != nullptr && gp->preempt) gosched();
+  if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed)) rt::gopreempt();
 }
 
 }  // namespace goro

@@ -135,6 +135,8 @@ struct debug_vars {
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;
 void sysmon_start();
+// Wakes sysmon from its all-idle deep sleep (called when work starts).
+void sysmon_wake_if_waiting();
 void schedtrace(bool detailed);
 int default_gomaxprocs();
 int usable_cpus();

@@ -47,10 +47,10 @@ void schedtrace(bool detailed) {
     P* pp = allp[i];
     std::uint32_t len = runqlen(pp);
     if (detailed) {
-      M* mp = pp->m;
+      M* mp = pp->m.load(std::memory_order_relaxed);
       std::fprintf(stderr,
                    "  P%d: status=%u schedtick=%u syscalltick=%u m=", i,
-                   pp->status.load(), pp->schedtick, pp->syscalltick);
+                   pp->status.load(), pp->schedtick.load(), pp->syscalltick);
       if (mp)
         std::fprintf(stderr, "%lld", (long long)mp->id);
       else
@@ -75,7 +75,7 @@ void schedtrace(bool detailed) {
     else
       std::fprintf(stderr, "nil");
     std::fprintf(stderr, " curg=");
-    if (G* gp = mp->curg)
+    if (G* gp = mp->curg.load())
       std::fprintf(stderr, "%llu", (unsigned long long)gp->goid);
     else
       std::fprintf(stderr, "nil");

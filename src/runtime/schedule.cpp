@@ -11,13 +11,14 @@ namespace goro::rt {
 void execute(G* gp, bool inherit_time) {
   M* mp = getm();
   P* pp = mp->p;
-  mp->curg = gp;
+  mp->curg.store(gp, std::memory_order_relaxed);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
   gp->waitsince = 0;
-  gp->preempt = false;
+  gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).
-  if (!inherit_time) pp->schedtick++;
+  if (!inherit_time)
+    pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   owner_add(pp->nrun, 1);
   eh_restore(gp);
   san_leave_g0(mp, gp);

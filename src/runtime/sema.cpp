@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/sudog.hpp"
 #include "runtime/tls.hpp"
@@ -87,6 +88,7 @@ void sudog_wake(sudog* s) {
 }
 
 void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
+  preempt_check();
   if (cansemacquire(addr)) return;
   sema_root& root = semroot(addr);
   sudog s;
@@ -118,7 +120,10 @@ void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
 void semrelease(std::uint32_t* addr, bool handoff) {
   sema_root& root = semroot(addr);
   std::atomic_ref<std::uint32_t>(*addr).fetch_add(1);
-  if (root.nwait.load() == 0) return;  // nobody waits: no lock, no wake-up
+  if (root.nwait.load() == 0) {  // nobody waits: no lock, no wake-up
+    preempt_check();
+    return;
+  }
   root.lock.lock();
   if (root.nwait.load() == 0) {
     root.lock.unlock();

@@ -102,18 +102,45 @@ void install_guard(stack& s) {
   write_canary(s);
 }
 
+// Gs are allocated densely from slabs (never freed, like Go's allgs) so
+// that walking run queues and free lists touches few pages; only the
+// goroutine's closure and frames live on its own stack page.
+[[noreturn]] void out_of_memory(std::size_t size);
+
+mutex gslab_lock;
+char* gslab_next = nullptr;
+std::size_t gslab_left = 0;
+g_list gnostack;  // Gs whose stack was freed (Go's gFree.noStack)
+
+G* galloc() {
+  lock_guard lk(gslab_lock);
+  if (G* gp = gnostack.pop()) return gp;
+  constexpr std::size_t gsize = (sizeof(G) + 63) & ~std::size_t(63);
+  if (gslab_left < gsize) {
+    constexpr std::size_t slab = 256 * 1024;
+    void* p = mmap(nullptr, slab, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) out_of_memory(slab);
+    gslab_next = static_cast<char*>(p);
+    gslab_left = slab;
+  }
+  G* gp = ::new (gslab_next) G;
+  gslab_next += gsize;
+  gslab_left -= gsize;
+  allgadd(gp);
+  return gp;
+}
+
 G* place_g(char* base, std::size_t size, bool chunked) {
-  std::size_t gsize = round_up(sizeof(G), 64);
-  char* top = base + size;
-  G* gp = ::new (top - gsize) G;
+  G* gp = galloc();
   gp->stk.map_base = base;
   gp->stk.map_size = size;
   gp->stk.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
-  gp->stk.hi = reinterpret_cast<std::uintptr_t>(gp);
+  gp->stk.hi = reinterpret_cast<std::uintptr_t>(base + size);
   gp->stk.chunked = chunked;
   install_guard(gp->stk);
 #ifdef GORO_HAVE_TSAN
-  gp->tsan_fiber = __tsan_create_fiber(0);
+  if (gp->tsan_fiber == nullptr) gp->tsan_fiber = __tsan_create_fiber(0);
 #endif
   return gp;
 }
@@ -178,7 +205,7 @@ void fmt_u(char* buf, unsigned long long v, int base) {
 
 void overflow_handler(int sig, siginfo_t* si, void* uctx) {
   M* mp = goro_tls_m;  // same thread: a direct TLS read is fine here
-  G* gp = mp ? mp->curg : nullptr;
+  G* gp = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
   if (gp != nullptr) {
     auto* uc = static_cast<ucontext_t*>(uctx);
     std::uintptr_t sp = std::uintptr_t(uc->uc_mcontext.gregs[REG_RSP]);
@@ -278,15 +305,12 @@ G* malg(std::size_t size) {
 }
 
 void stackfree(G* gp) {
-#ifdef GORO_HAVE_TSAN
-  if (gp->tsan_fiber) __tsan_destroy_fiber(gp->tsan_fiber);
-#endif
   if (gp->stk.guard == guard_kind::mprotect)
     mprotect_budget.fetch_add(1, std::memory_order_relaxed);
-  char* base = gp->stk.map_base;
-  std::size_t size = gp->stk.map_size;
-  gp->~G();
-  munmap(base, size);
+  munmap(gp->stk.map_base, gp->stk.map_size);
+  gp->stk = stack{};
+  lock_guard lk(gslab_lock);
+  gnostack.push(gp);
 }
 
 void stack_check_canary(G* gp) {

@@ -1,30 +1,76 @@
 // sysmon.cpp: the system monitor, a thread without a P (Go's sysmon).
-// For now it prints schedtrace; retaking Ps from syscalls, preempting long
-// time slices and returning idle stack memory come with the sysmon issue.
+// It asks goroutines that have run a whole time slice (10 ms) to yield and
+// prints schedtrace. Retaking Ps from syscalls and returning idle stack
+// memory come with the syscall issue.
 #include <pthread.h>
 #include <unistd.h>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {
 
+std::atomic<bool> sysmonwait{false};
+note sysmonnote;
+
 namespace {
 
+// Go's retake, the time-slice part: a P whose schedtick has not moved for
+// a whole time slice runs one goroutine (or a runnext chain sharing one
+// slice) for too long; ask it to yield. Returns the number of Ps retaken
+// from syscalls (none yet), which is what resets sysmon's back-off.
+int retake(std::int64_t now) {
+  std::int32_t n = nprocs();
+  for (std::int32_t i = 0; i < n; i++) {
+    P* pp = allp[i];
+    std::uint32_t s = pp->status.load(std::memory_order_relaxed);
+    if (s != p_running && s != p_syscall) continue;
+    std::uint32_t t = pp->schedtick.load(std::memory_order_relaxed);
+    if (pp->sysmon_schedtick != t) {
+      pp->sysmon_schedtick = t;
+      pp->sysmon_schedwhen = now;
+    } else if (pp->sysmon_schedwhen + force_preempt_ns <= now) {
+      preemptone(pp);
+    }
+  }
+  return 0;
+}
+
 void* sysmon(void*) {
-  // Go's back-off: 20 us sleeps, doubling after 50 idle rounds, up to 10 ms.
   std::int64_t lasttrace = 0;
-  int idle = 0;
+  int idle = 0;  // rounds in which sysmon found nothing to do
   std::int64_t delay = 0;
   for (;;) {
+    // Go's back-off: 20 us, doubling after 1 ms of idling, up to 10 ms.
     if (idle == 0)
       delay = 20;
     else if (idle > 50)
       delay *= 2;
     if (delay > 10 * 1000) delay = 10 * 1000;
     usleep(useconds_t(delay));
-    idle++;
     std::int64_t now = nanotime();
+    if (debug.schedtrace <= 0 && sched.npidle.load() == nprocs()) {
+      // Everything is idle: sleep deeply until startm wakes us (Go's
+      // sysmonwait), instead of polling every 10 ms.
+      sched.lock.lock();
+      if (sched.npidle.load() == nprocs()) {
+        sysmonwait.store(true);
+        sched.lock.unlock();
+        sysmonnote.tsleep(60LL * 1000 * 1000 * 1000);
+        sched.lock.lock();
+        sysmonwait.store(false);
+        sysmonnote.clear();
+        idle = 0;
+        delay = 20;
+        now = nanotime();
+      }
+      sched.lock.unlock();
+    }
+    if (retake(now) != 0)
+      idle = 0;
+    else
+      idle++;
     if (debug.schedtrace > 0 &&
         lasttrace + std::int64_t(debug.schedtrace) * 1000000 <= now) {
       lasttrace = now;
@@ -35,6 +81,16 @@ void* sysmon(void*) {
 }
 
 }  // namespace
+
+void sysmon_wake_if_waiting() {
+  if (sysmonwait.load(std::memory_order_relaxed)) {
+    lock_guard lk(sched.lock);
+    if (sysmonwait.load()) {
+      sysmonwait.store(false);
+      sysmonnote.wakeup();
+    }
+  }
+}
 
 void sysmon_start() {
   {
@@ -47,7 +103,8 @@ void sysmon_start() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 * 1024);
-  if (pthread_create(&t, &attr, sysmon, nullptr) != 0) fatal("sysmon: pthread_create");
+  if (pthread_create(&t, &attr, sysmon, nullptr) != 0)
+    fatal("sysmon: pthread_create");
   pthread_attr_destroy(&attr);
 }
 

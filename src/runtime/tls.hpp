@@ -33,7 +33,7 @@ inline M* getm() {
 // The goroutine running on this thread, or null (g0 or a plain thread).
 inline G* getg() {
   M* mp = getm();
-  return mp ? mp->curg : nullptr;
+  return mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
 }
 
 }  // namespace goro::rt

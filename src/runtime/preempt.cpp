@@ -1,0 +1,53 @@
+// preempt.cpp: cooperative preemption. sysmon asks a goroutine that has
+// run for a whole time slice (10 ms) to yield by setting G.preempt; the
+// goroutine notices at its next runtime entry (go(), gosched, the sync
+// primitives, goro::preempt_point()) and goes to the global run queue, as a
+// preempted goroutine does in Go (gopreempt_m). Signal-based preemption of
+// call-free loops comes later.
+#include "runtime/preempt.hpp"
+
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+void mcall_impl_public(void (*fn)(void*));
+
+namespace {
+
+void gopreempt_m(void* arg) {
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_runnable);
+  mp->curg.store(nullptr, std::memory_order_relaxed);
+  gp->m = nullptr;
+  {
+    lock_guard lk(sched.lock);
+    globrunqput(gp);
+  }
+  wakep();
+  schedule();
+}
+
+}  // namespace
+
+void gopreempt() {
+  G* gp = getg();
+  if (gp == nullptr) return;
+  gp->preempt.store(false, std::memory_order_relaxed);
+  mcall_impl_public(gopreempt_m);
+}
+
+bool preemptone(P* pp) {
+  M* mp = pp->m.load(std::memory_order_relaxed);
+  if (mp == nullptr) return false;
+  G* gp = mp->curg.load(std::memory_order_relaxed);
+  if (gp == nullptr) return false;
+  gp->preempt.store(true, std::memory_order_relaxed);
+  pp->preempt.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace goro::rt
