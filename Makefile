@@ -3,7 +3,8 @@
 #   make demo            build (Release) and run the tour: examples/demo.cpp
 #   make test            deps check, build, ctest, then an out-of-tree consumer
 #                        against a staging install (build/default/stage)
-#   make bench           build and run the side-by-side benchmarks (bench/run.sh)
+#   make bench           build and run the side-by-side benchmarks against Go
+#                        (bench/run.sh; BENCH_ARGS="--goro-only" etc.)
 #   make asan | tsan | clang | debug | o3    build + test that preset
 #   make format | format-check
 #   make install PREFIX=/usr/local
@@ -46,7 +47,7 @@ endef
 all: build
 
 help:
-	@sed -n '2,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
 
 deps:
 	@bash scripts/deps.sh base
@@ -66,12 +67,14 @@ test: deps
 consumer:
 	bash scripts/consumer.sh build/default
 
-bench: deps
-	$(call build_preset,default)
-	@if [[ -x bench/run.sh ]]; then \
-	  BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) bench/run.sh; \
-	elif [[ -f bench/run.sh ]]; then \
-	  BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) bash bench/run.sh; \
+# BENCH_ARGS is passed to bench/run.sh, e.g. BENCH_ARGS="--goro-only -n 3".
+bench:
+	@bash scripts/deps.sh base go
+	$(CMAKE) --preset default
+	@if [[ -f bench/run.sh ]]; then \
+	  echo "bash bench/run.sh $(BENCH_ARGS)"; \
+	  $(TOPLEVEL) BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) \
+	    bash bench/run.sh $(BENCH_ARGS); \
 	else \
 	  $(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target bench_run; \
 	fi

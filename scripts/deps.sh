@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Checks the build dependencies of goro and installs what is missing.
 #
-#   scripts/deps.sh [base] [clang] [format] [bench]
+#   scripts/deps.sh [base] [clang] [format] [go]
 #
 #   base    cmake, make, g++, GoogleTest, Google Benchmark, pkg-config (default)
 #   clang   clang++-14 (the clang preset)
 #   format  clang-format
+#   go      the Go toolchain (golang-go), for the side-by-side benchmarks
 #
 # Silent when everything is present. When something is missing and we are
 # root (CI, a fresh container), runs apt-get install for it (Debian 12);
@@ -58,8 +59,11 @@ for g in "${groups[@]}"; do
         missing+=(clang-format)
       fi
       ;;
+    go)
+      need golang-go have go
+      ;;
     *)
-      echo "deps.sh: unknown group '$g' (base, clang, format)" >&2
+      echo "deps.sh: unknown group '$g' (base, clang, format, go)" >&2
       exit 2
       ;;
   esac

@@ -356,19 +356,28 @@ TEST(Introspection, NumGoroutineCountsLiveGoroutines) {
 // ---------------------------------------------------------------------------
 // gosched (TestYieldProgress)
 
-// Every P is taken by a goroutine looping on gosched() until a flag is set;
-// the goroutine that sets the flag can only get a P if gosched really lets
-// other goroutines run.
+// Every P is taken by a goroutine looping on gosched() until a flag is set.
+// The last of them to start spawns the flag setter only then, into its own
+// P's runnext, while every P is busy yielding: the setter can only run if
+// gosched really lets another goroutine run. (If gosched did nothing, or the
+// yielders never all ran at once, the loops give up at the deadline.)
 TEST(Gosched, YieldLetsOthersRun) {
   const int P = procs();
   deadline limit(10s);
   std::atomic<bool> flag{false};
+  std::atomic<int> started{0};
   std::atomic<bool> timed_out{false};
   goro::run([&] {
     goro::wait_group wg;
     wg.add(P + 1);
     for (int i = 0; i < P; i++) {
       goro::go([&] {
+        if (started.fetch_add(1) + 1 == P) {
+          goro::go([&] {
+            flag.store(true);
+            wg.done();
+          });
+        }
         while (!flag.load()) {
           goro::gosched();
           if (limit.passed()) {
@@ -379,13 +388,10 @@ TEST(Gosched, YieldLetsOthersRun) {
         wg.done();
       });
     }
-    goro::go([&] {
-      flag.store(true);
-      wg.done();
-    });
     wg.wait();
   });
-  EXPECT_FALSE(timed_out.load()) << "the flag setter never ran";
+  EXPECT_FALSE(timed_out.load()) << "the flag setter never ran (" << started.load()
+                                 << " of " << P << " yielders started)";
 }
 
 // The main goroutine itself yielding in a loop lets a goroutine it spawned
@@ -410,35 +416,38 @@ TEST(Gosched, PlainThreadReturns) {
 // ---------------------------------------------------------------------------
 // Exceptions across parks and thread migration
 
-// A helper goroutine that completes wait_groups on request from another
-// goroutine and then yields, so the waiter is resumed on the helper's
-// thread: the waiter is likely to migrate to another OS thread.
+// Parks the calling goroutine once and gets it woken by a goroutine that is
+// running on another OS thread when there are >= 2 Ps, so the caller
+// usually resumes on that other thread: the waker is spawned while the
+// caller keeps its P busy (so another M must take the waker), and the
+// waker exits right after the wake-up, so its P runs the woken caller next.
+// The short busy waits only make migration likely; no check depends on
+// them.
 struct migrator {
-  std::atomic<goro::wait_group*> req{nullptr};
-  std::atomic<bool> stop{false};
-  goro::wait_group exited;
-  deadline limit{20s};
-
-  void start() {
-    exited.add(1);
-    goro::go([this] {
-      while (!stop.load() && !limit.passed()) {
-        if (goro::wait_group* wg = req.exchange(nullptr)) wg->done();
-        goro::gosched();
-      }
-      exited.done();
-    });
-  }
-  // Parks the calling goroutine until the helper wakes it.
+  bool single_p = goro::gomaxprocs() < 2;
+  void start() {}
+  void finish() {}
   void park_once() {
-    goro::wait_group wg;
-    wg.add(1);
-    req.store(&wg);
-    wg.wait();
-  }
-  void finish() {
-    stop.store(true);
-    exited.wait();
+    goro::wait_group reply;
+    reply.add(1);
+    std::atomic<int> state{0};  // 1: waker running, 2: caller about to park
+    goro::go([&] {
+      state.store(1);
+      deadline d(100ms);
+      while (state.load() != 2 && !d.passed()) {
+      }
+      const auto until = std::chrono::steady_clock::now() + 50us;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      reply.done();
+    });
+    if (!single_p) {
+      deadline d(100ms);
+      while (state.load() != 1 && !d.passed()) {
+      }
+    }
+    state.store(2);
+    reply.wait();
   }
 };
 
@@ -459,7 +468,7 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
     } catch (const std::runtime_error& e) {
       std::exception_ptr before = std::current_exception();
       const long tid0 = os_tid();
-      for (int i = 0; i < 2000 && !moved; i++) {
+      for (int i = 0; i < 200 && !moved; i++) {
         m.park_once();
         moved = os_tid() != tid0;
       }
@@ -500,7 +509,7 @@ TEST(Exceptions, CatchBlockMigratesThreads) {
       throw 17;
     } catch (int v) {
       const long tid0 = os_tid();
-      for (int i = 0; i < 2000 && !moved; i++) {
+      for (int i = 0; i < 200 && !moved; i++) {
         m.park_once();
         moved = os_tid() != tid0;
       }
@@ -513,7 +522,7 @@ TEST(Exceptions, CatchBlockMigratesThreads) {
     m.finish();
   });
   EXPECT_TRUE(ok);
-  if (!moved) std::printf("note: no migration observed in 2000 parks\n");
+  if (!moved) std::printf("note: no migration observed in 200 parks\n");
 }
 
 // An exception thrown before a park and caught after it: a destructor run
@@ -667,7 +676,11 @@ struct sets_on_destroy {
 };
 struct done_on_destroy {
   goro::wait_group* wg;
-  ~done_on_destroy() { wg->done(); }
+  std::atomic<bool>* flag = nullptr;
+  ~done_on_destroy() {
+    if (flag) flag->store(true);
+    wg->done();
+  }
 };
 
 __attribute__((noinline)) void exits_from_nested_frame(std::atomic<int>& destroyed,
@@ -677,21 +690,35 @@ __attribute__((noinline)) void exits_from_nested_frame(std::atomic<int>& destroy
   after.store(true);  // must never run
 }
 
+// Waits (bounded) for a flag set by a destructor, then joins the wait_group
+// that destructor completed. If goexit skipped the destructors, the test
+// fails after the deadline instead of hanging in wait().
+bool join_by_destructor(std::atomic<bool>& flag, goro::wait_group& wg) {
+  deadline limit(10s);
+  while (!flag.load() && !limit.passed()) goro::gosched();
+  if (!flag.load()) return false;
+  wg.wait();
+  return true;
+}
+
 TEST(Goexit, RunsDestructorsAndEndsGoroutine) {
   std::atomic<int> destroyed{0};
   std::atomic<bool> after_goexit{false};
   std::atomic<bool> after_call{false};
+  bool joined = false;
   goro::run([&] {
     goro::wait_group wg;
+    std::atomic<bool> flag{false};
     wg.add(1);
     goro::go([&] {
-      done_on_destroy d{&wg};  // lets the test join the goroutine
+      done_on_destroy d{&wg, &flag};  // lets the test join the goroutine
       sets_on_destroy outer{&destroyed};
       exits_from_nested_frame(destroyed, after_goexit);
       after_call.store(true);  // must never run
     });
-    wg.wait();
+    joined = join_by_destructor(flag, wg);
   });
+  EXPECT_TRUE(joined) << "the goroutine's outermost destructor never ran";
   EXPECT_EQ(destroyed.load(), 2) << "goexit did not run every destructor";
   EXPECT_FALSE(after_goexit.load()) << "code after goexit() ran";
   EXPECT_FALSE(after_call.load()) << "the caller continued after goexit()";
@@ -700,11 +727,13 @@ TEST(Goexit, RunsDestructorsAndEndsGoroutine) {
 // A catch(...) that rethrows lets goexit finish.
 TEST(Goexit, CatchAllThatRethrowsIsFine) {
   std::atomic<bool> saw_catch{false}, after{false};
+  bool joined = false;
   goro::run([&] {
     goro::wait_group wg;
     wg.add(1);
+    std::atomic<bool> flag{false};
     goro::go([&] {
-      done_on_destroy d{&wg};
+      done_on_destroy d{&wg, &flag};
       try {
         goro::goexit();
       } catch (...) {
@@ -713,8 +742,9 @@ TEST(Goexit, CatchAllThatRethrowsIsFine) {
       }
       after.store(true);
     });
-    wg.wait();
+    joined = join_by_destructor(flag, wg);
   });
+  EXPECT_TRUE(joined);
   EXPECT_FALSE(after.load());
   // Whether catch(...) sees goexit's unwinding is the implementation's
   // choice (forced unwinding does); both are fine as long as it ends.
@@ -726,26 +756,32 @@ TEST(Goexit, CatchAllThatRethrowsIsFine) {
 TEST(Goexit, DestroysTheCallable) {
   struct on_destroy {
     goro::wait_group* wg;
-    explicit on_destroy(goro::wait_group* w) : wg(w) {}
-    on_destroy(on_destroy&& o) noexcept : wg(o.wg) { o.wg = nullptr; }
+    std::atomic<bool>* flag;
+    on_destroy(goro::wait_group* w, std::atomic<bool>* f) : wg(w), flag(f) {}
+    on_destroy(on_destroy&& o) noexcept : wg(o.wg), flag(o.flag) { o.wg = nullptr; }
     on_destroy(const on_destroy&) = delete;
     ~on_destroy() {
-      if (wg) wg->done();
+      if (!wg) return;
+      flag->store(true);
+      wg->done();
     }
   };
   auto shared = std::make_shared<int>(5);
   long use_after = -1;
+  bool joined = false;
   goro::run([&] {
     goro::wait_group wg;
+    std::atomic<bool> flag{false};
     wg.add(1);
-    goro::go([s = shared](on_destroy) { goro::goexit(); }, on_destroy(&wg));
-    wg.wait();
+    goro::go([s = shared](on_destroy) { goro::goexit(); }, on_destroy(&wg, &flag));
+    joined = join_by_destructor(flag, wg);
     // wg.done() ran in the argument's destructor; the lambda (holding a
     // copy of `shared`) is destroyed in the same closure teardown.
     deadline limit(10s);
     while (shared.use_count() != 1 && !limit.passed()) goro::gosched();
     use_after = shared.use_count();
   });
+  EXPECT_TRUE(joined) << "the argument's destructor never ran";
   EXPECT_EQ(use_after, 1) << "the goroutine's callable was not destroyed";
 }
 
@@ -758,13 +794,16 @@ TEST(Goexit, ManyGoroutines) {
     wg.add(n);
     for (int i = 0; i < n; i++) {
       goro::go([&] {
-        done_on_destroy d{&wg};
+        done_on_destroy d{&wg, nullptr};
         sets_on_destroy s{&destroyed};
         goro::gosched();
         goro::goexit();
       });
     }
-    wg.wait();
+    // Bounded: if goexit skipped destructors, wg would never reach zero.
+    deadline limit(10s);
+    while (destroyed.load() != n && !limit.passed()) goro::gosched();
+    if (destroyed.load() == n) wg.wait();
   });
   EXPECT_EQ(destroyed.load(), n);
 }

@@ -10,16 +10,11 @@ mutex allglock;
 G* allgs = nullptr;
 }  // namespace
 
-void casgstatus(G* gp, std::uint32_t from, std::uint32_t to) {
-  std::uint32_t old = from;
-  // Acquire-release: a status change hands the goroutine (and its stack)
-  // from one owner to the next.
-  if (!gp->atomicstatus.compare_exchange_strong(old, to,
-                                                std::memory_order_acq_rel)) {
-    fatalf("casgstatus: goroutine %llu: bad status %s (%u), expected %s -> %s",
-           static_cast<unsigned long long>(gp->goid), gstatus_string(old), old,
-           gstatus_string(from), gstatus_string(to));
-  }
+void badgstatus(G* gp, std::uint32_t old, std::uint32_t from,
+                std::uint32_t to) {
+  fatalf("casgstatus: goroutine %llu: bad status %s (%u), expected %s -> %s",
+         static_cast<unsigned long long>(gp->goid), gstatus_string(old), old,
+         gstatus_string(from), gstatus_string(to));
 }
 
 void allgadd(G* gp) {

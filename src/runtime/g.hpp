@@ -143,8 +143,25 @@ struct g_list {
   }
 };
 
+[[noreturn]] void badgstatus(G* gp, std::uint32_t old, std::uint32_t from,
+                             std::uint32_t to);
+
 // Status transition; fatal if the current status is not `from`.
-void casgstatus(G* gp, std::uint32_t from, std::uint32_t to);
+//
+// Go needs a CAS here because the garbage collector takes the _Gscan bit
+// concurrently. goro has no collector, and every transition is made by the
+// goroutine's exclusive owner of the moment: the M running it
+// (running -> waiting/runnable/dead), the M that dequeued it from a run
+// queue (runnable -> running), or the waker that removed it from a wait
+// queue under that queue's lock (waiting -> runnable). So a checked load and
+// a release store suffice (the release pairs with the acquire in
+// readgstatus and with the run-queue hand-off), saving two locked
+// instructions per switch.
+inline void casgstatus(G* gp, std::uint32_t from, std::uint32_t to) {
+  std::uint32_t old = gp->atomicstatus.load(std::memory_order_relaxed);
+  if (__builtin_expect(old != from, 0)) badgstatus(gp, old, from, to);
+  gp->atomicstatus.store(to, std::memory_order_release);
+}
 inline std::uint32_t readgstatus(const G* gp) {
   return gp->atomicstatus.load(std::memory_order_acquire);
 }

@@ -46,6 +46,9 @@ struct M {
   // Alternate signal stack for the overflow handler.
   void* sigstack = nullptr;
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)
+  // This thread's C++ exception globals (__cxa_get_globals()), fetched once
+  // at thread start so a switch saves and restores them without a call.
+  void* eh_globals = nullptr;
 
   std::uint32_t cheaprand() {
     // wyrand: cheap, good enough for choosing steal orders.

@@ -1,5 +1,6 @@
 // mstart.cpp: OS threads (Ms) and their parking: newm, mstart, startm,
 // stopm, wakep, the idle M and idle P lists, acquirep/releasep.
+#include <cxxabi.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ void* mstart(void* arg) {
   M* mp = static_cast<M*>(arg);
   goro_tls_m = mp;
   mp->procid = pid_t(syscall(SYS_gettid));
+  mp->eh_globals = abi::__cxa_get_globals();
   minit_signals();
   mstart1(mp);
 }

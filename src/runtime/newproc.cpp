@@ -6,6 +6,7 @@
 #include "runtime/context.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
+#include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
@@ -46,6 +47,7 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
   } else {
     gp = malg(stack_size);
   }
+  san_reuse_stack(gp);
   std::uintptr_t top = gp->stk.hi;
   std::uintptr_t storage = (top - size) & ~(std::uintptr_t(align) - 1);
   if (size > (gp->stk.hi - gp->stk.lo) / max_closure_fraction) {

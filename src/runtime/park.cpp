@@ -22,7 +22,7 @@ void mcall_impl(void (*fn)(void*), bool dying) {
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
   if (gp->stk.guard == guard_kind::canary) stack_check_canary(gp);
-  eh_save(gp);
+  eh_save(mp, gp);
   san_leave_g(mp, gp, dying);
   goro_mcall(&gp->sched_sp, mp->g0_sp, fn, gp);
   // Resumed, possibly on another thread: `mp` is stale from here on.

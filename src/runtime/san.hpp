@@ -52,6 +52,10 @@ inline void san_leave_g(M* mp, G* gp, bool dying) {
 inline void san_enter_g0(M* mp) {
 #ifdef GORO_HAVE_ASAN
   __sanitizer_finish_switch_fiber(mp->asan_g0_fake, nullptr, nullptr);
+  // g0 restarts at the same address every time, abandoning the frames of
+  // its previous run without their epilogues; clear their redzones.
+  constexpr std::size_t span = 64 * 1024;
+  __asan_unpoison_memory_region(static_cast<char*>(mp->g0_sp) - span, span);
 #endif
   (void)mp;
 }
@@ -67,6 +71,16 @@ inline void san_leave_g0(M* mp, G* gp) {
   __tsan_switch_to_fiber(gp->tsan_fiber, 0);
 #endif
   (void)mp;
+  (void)gp;
+}
+
+// A recycled goroutine stack still carries the redzones of the frames its
+// previous goroutine abandoned when it exited; clear them before reuse.
+inline void san_reuse_stack(G* gp) {
+#ifdef GORO_HAVE_ASAN
+  __asan_unpoison_memory_region(reinterpret_cast<void*>(gp->stk.lo),
+                                gp->stk.hi - gp->stk.lo);
+#endif
   (void)gp;
 }
 
@@ -87,8 +101,8 @@ struct cxa_eh_globals {
 };
 
 // Moves the thread's exception globals into gp (the goroutine leaves).
-inline void eh_save(G* gp) {
-  auto* g = reinterpret_cast<cxa_eh_globals*>(abi::__cxa_get_globals());
+inline void eh_save(M* mp, G* gp) {
+  auto* g = static_cast<cxa_eh_globals*>(mp->eh_globals);
   gp->eh.caught = g->caught;
   gp->eh.uncaught = g->uncaught;
   if (g->caught || g->uncaught) {
@@ -98,9 +112,9 @@ inline void eh_save(G* gp) {
 }
 
 // Installs gp's exception globals on this thread (the goroutine resumes).
-inline void eh_restore(G* gp) {
+inline void eh_restore(M* mp, G* gp) {
   if (gp->eh.caught || gp->eh.uncaught) {
-    auto* g = reinterpret_cast<cxa_eh_globals*>(abi::__cxa_get_globals());
+    auto* g = static_cast<cxa_eh_globals*>(mp->eh_globals);
     g->caught = gp->eh.caught;
     g->uncaught = gp->eh.uncaught;
   }

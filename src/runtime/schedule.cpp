@@ -20,7 +20,7 @@ void execute(G* gp, bool inherit_time) {
   if (!inherit_time)
     pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   owner_add(pp->nrun, 1);
-  eh_restore(gp);
+  eh_restore(mp, gp);
   san_leave_g0(mp, gp);
   goro_gogo(gp->sched_sp);
 }

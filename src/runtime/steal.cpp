@@ -12,10 +12,15 @@ namespace goro::rt {
 random_order steal_order;
 
 void random_order::reset(std::uint32_t n) {
-  count = n;
-  coprimes.clear();
+  // A fresh array each time (the old one may still be read by an
+  // enumeration in flight; it is never freed).
+  auto* c = new std::uint32_t[n];
+  std::uint32_t k = 0;
   for (std::uint32_t i = 1; i <= n; i++)
-    if (std::gcd(i, n) == 1) coprimes.push_back(i);
+    if (std::gcd(i, n) == 1) c[k++] = i;
+  coprimes = c;
+  ncoprimes = k;
+  count = n;
 }
 
 G* stealwork(P* pp, bool* new_work) {

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "runtime/g.hpp"
 #include "runtime/p.hpp"
@@ -11,9 +10,13 @@ namespace goro::rt {
 
 // Enumerates 0..count-1 in a pseudo-random order: start at r % count and
 // step by a number coprime with count, so every P is visited exactly once.
+//
+// The coprimes live in a never-freed array: Ms may still be enumerating
+// while the process exits, so steal_order must have no destructor.
 struct random_order {
   std::uint32_t count = 0;
-  std::vector<std::uint32_t> coprimes;
+  std::uint32_t ncoprimes = 0;
+  std::uint32_t* coprimes = nullptr;
 
   struct enumerator {
     std::uint32_t i, count, pos, inc;
@@ -28,7 +31,7 @@ struct random_order {
   void reset(std::uint32_t n);
   enumerator start(std::uint32_t r) const {
     return enumerator{0, count, r % count,
-                      coprimes[(r / count) % coprimes.size()]};
+                      coprimes[(r / count) % ncoprimes]};
   }
 };
 
