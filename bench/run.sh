@@ -159,6 +159,9 @@ workloads: $WORKLOADS
 EOF
 )
 echo "$HEADER"
+if awk -v n="$(nproc)" '{ exit !($1 > 0.5 * n) }' /proc/loadavg; then
+  echo "WARNING: the machine is busy (load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) CPUs): numbers will be noisy"
+fi
 case "$DO_GORO:$BUILD_TYPE" in
   0:*|*:Release|*:RelWithDebInfo|*:MinSizeRel) ;;
   *) echo "WARNING: CMAKE_BUILD_TYPE='$BUILD_TYPE': benchmark an optimised build (Release)" ;;

@@ -12,13 +12,10 @@ namespace goro::rt {
 random_order steal_order;
 
 void random_order::reset(std::uint32_t n) {
-  // A fresh array each time (the old one may still be read by an
-  // enumeration in flight; it is never freed).
-  auto* c = new std::uint32_t[n];
+  if (n == 0 || n > max_steal_procs) fatalf("random_order: bad count %u", n);
   std::uint32_t k = 0;
   for (std::uint32_t i = 1; i <= n; i++)
-    if (std::gcd(i, n) == 1) c[k++] = i;
-  coprimes = c;
+    if (std::gcd(i, n) == 1) coprimes[k++] = i;
   ncoprimes = k;
   count = n;
 }

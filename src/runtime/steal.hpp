@@ -11,12 +11,16 @@ namespace goro::rt {
 // Enumerates 0..count-1 in a pseudo-random order: start at r % count and
 // step by a number coprime with count, so every P is visited exactly once.
 //
-// The coprimes live in a never-freed array: Ms may still be enumerating
-// while the process exits, so steal_order must have no destructor.
+// The coprimes are stored inline: steal_order must have no destructor (Ms
+// may still enumerate while the process exits) and reset() allocates
+// nothing. reset() runs only when no M holds a P (start-up, or a
+// stopped world during a GOMAXPROCS change), so no enumeration races it.
+constexpr std::uint32_t max_steal_procs = 1024;
+
 struct random_order {
   std::uint32_t count = 0;
   std::uint32_t ncoprimes = 0;
-  std::uint32_t* coprimes = nullptr;
+  std::uint32_t coprimes[max_steal_procs] = {};
 
   struct enumerator {
     std::uint32_t i, count, pos, inc;
