@@ -78,8 +78,11 @@ struct closure {
 
 template <class F, class... Args>
 auto bind_call(F&& f, Args&&... args) {
+  // std::tuple of decayed copies, not make_tuple: a std::reference_wrapper
+  // stays one, so std::ref(x) binds to a T& parameter as with std::thread.
   return [fn = std::forward<F>(f),
-          tup = std::make_tuple(std::forward<Args>(args)...)]() mutable {
+          tup = std::tuple<std::decay_t<Args>...>(
+              std::forward<Args>(args)...)]() mutable {
     std::apply(
         [&](auto&... a) { std::invoke(fn, std::move(a)...); }, tup);
   };

@@ -78,6 +78,11 @@ int usable_cpus() {
   return n < 1 ? 1 : n;
 }
 
+int usable_cpus_cached() {
+  static const int n = usable_cpus();
+  return n;
+}
+
 int default_gomaxprocs() {
   // As Go 1.25: the logical CPUs under the affinity mask, lowered to the
   // cgroup CPU limit rounded up, but never below 2 because of a limit (a

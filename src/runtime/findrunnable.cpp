@@ -80,8 +80,10 @@ top:
 
     // Spinning -> non-spinning. Decrement nmspinning, then (after the
     // seq_cst RMW, our #StoreLoad) re-check every source of work: a
-    // submitter publishes work, fences, then reads nmspinning; either it
-    // sees no spinner and wakes someone, or we see its work here.
+    // submitter publishes work, then reads nmspinning (wakep); either it
+    // sees no spinner and wakes someone, or we see its work here. (As in
+    // Go, a local-runq submitter has no fence of its own: at worst its
+    // work waits for its own P, it is never lost.)
     bool was_spinning = mp->spinning;
     if (was_spinning) {
       mp->spinning = false;

@@ -1,5 +1,5 @@
-// g.hpp: the goroutine (Go's g). A G lives at the top of its own stack
-// mapping; dead Gs keep their stack and are recycled through per-P and
+// g.hpp: the goroutine (Go's g). Gs are allocated densely from slabs and
+// never freed; dead Gs keep their stack and are recycled through per-P and
 // global free lists (gfree.cpp).
 #pragma once
 

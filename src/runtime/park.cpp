@@ -65,6 +65,18 @@ void gosched_m(void* arg) {
   schedule();
 }
 
+// On g0: like gosched_m, but to the tail of the local run queue (Go's
+// goyield_m), used after a semaphore hand-off so the woken waiter runs.
+void goyield_m(void* arg) {
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_runnable);
+  dropg(mp, gp);
+  runqput(mp->p, gp, false);
+  schedule();
+}
+
 bool unlock_mutex(G*, void* lock) {
   static_cast<mutex*>(lock)->unlock();
   return true;
@@ -105,6 +117,29 @@ void goready(G* gp) {
   runqput(mp->p, gp, true);
   wakep();
 }
+
+void goyield() {
+  if (getg() == nullptr) {
+    sched_yield();
+    return;
+  }
+  mcall_impl(goyield_m, false);
+}
+
+bool sync_runtime_canspin(int i) {
+  // Spin only briefly, on a multicore machine, when other Ps are running
+  // (so the lock holder can make progress) and our own queue is empty
+  // (Go's sync_runtime_canSpin).
+  constexpr int active_spin = 4;
+  if (i >= active_spin || usable_cpus_cached() <= 1) return false;
+  if (nprocs() <= sched.npidle.load() + sched.nmspinning.load() + 1)
+    return false;
+  M* mp = getm();
+  if (mp == nullptr || mp->p == nullptr || !runqempty(mp->p)) return false;
+  return true;
+}
+
+void sync_runtime_dospin() { procyield(30); }
 
 void ready_noP(G* gp) {
   casgstatus(gp, g_waiting, g_runnable);

@@ -111,6 +111,12 @@ void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason);
 void goparkunlock(mutex* lock, wait_reason reason);
 // Makes a parked goroutine runnable in the waker's runnext (Go's goready).
 void goready(G* gp);
+// Yields to the tail of the local run queue (Go's goyield).
+void goyield();
+// Go's sync_runtime_canSpin / sync_runtime_doSpin for mutex spinning.
+bool sync_runtime_canspin(int i);
+void sync_runtime_dospin();
+int usable_cpus_cached();
 // Puts Gs readied without a P (plain threads) on the global queue.
 void ready_noP(G* gp);
 

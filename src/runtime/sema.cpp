@@ -138,7 +138,7 @@ void semrelease(std::uint32_t* addr, bool handoff) {
   sudog_wake(s);  // s may be gone from here on
   if (was_handoff && getg() != nullptr) {
     // Direct hand-off: let the waiter run now on this P (Go's goyield).
-    goro::gosched();
+    goyield();
   }
 }
 

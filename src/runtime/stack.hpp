@@ -6,7 +6,8 @@
 // preference, by madvise(MADV_GUARD_INSTALL) (Linux 6.13+: no VMA split),
 // mprotect(PROT_NONE) within a budget of memory mappings (each one splits a
 // VMA and vm.max_map_count is finite), or canary words checked at every
-// switch. The G itself is placed at the top of the mapping.
+// switch. The goroutine's closure and first frames sit at the top of the
+// mapping, so a new goroutine touches one page.
 #pragma once
 
 #include <cstddef>
