@@ -3,4 +3,7 @@
 
 #include <goro/runtime.hpp>
 #include <goro/wait_group.hpp>
+#include <goro/sync.hpp>
 #include <goro/debug.hpp>
+#include <goro/chan.hpp>
+#include <goro/select.hpp>

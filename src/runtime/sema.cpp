@@ -83,6 +83,8 @@ bool unlock_root(G*, void* root) {
 void sudog_wake(sudog* s) {
   if (s->g != nullptr)
     goready(s->g);
+  else if (s->wake_note != nullptr)
+    s->wake_note->wakeup();
   else
     s->thread_wake.wakeup();
 }

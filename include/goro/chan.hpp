@@ -1,0 +1,185 @@
+// chan.hpp: Go's channels. goro::chan<T> is a reference to a channel:
+// copies share it, a default-constructed chan is nil.
+//
+//   auto ch = goro::make_chan<int>(10);   // buffered, capacity 10
+//   goro::go([ch] { ch.send(42); ch.close(); });
+//   for (int v : ch) use(v);               // receives until closed
+//
+// Send on a closed channel and close of a nil or closed channel throw
+// goro::channel_error (Go panics). Receiving from a closed, drained channel
+// gives std::nullopt. Operations on a nil channel block forever. Everything
+// works from plain threads too: a blocked plain thread sleeps until a
+// goroutine (or another thread) completes the operation.
+//
+// T may be any movable type, move-only types included; its move (or copy)
+// constructor must not throw. chan<void> carries no payload (Go's
+// chan struct{}): send() and recv() -> bool.
+#pragma once
+
+#include <goro/detail/chan_rt.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace goro {
+
+template <class T>
+class chan;
+
+// Makes a channel with room for `cap` buffered elements (0: unbuffered).
+template <class T>
+chan<T> make_chan(std::size_t cap = 0);
+
+namespace detail {
+template <class T>
+struct chan_base {
+  hchan* c_ = nullptr;
+
+  chan_base() = default;
+  explicit chan_base(hchan* c) : c_(c) {}
+  chan_base(const chan_base& o) noexcept : c_(o.c_) { chan_retain(c_); }
+  chan_base(chan_base&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  chan_base& operator=(const chan_base& o) noexcept {
+    if (c_ != o.c_) {
+      chan_retain(o.c_);
+      chan_release(c_);
+      c_ = o.c_;
+    }
+    return *this;
+  }
+  chan_base& operator=(chan_base&& o) noexcept {
+    if (this != &o) {
+      chan_release(c_);
+      c_ = std::exchange(o.c_, nullptr);
+    }
+    return *this;
+  }
+  ~chan_base() { chan_release(c_); }
+};
+}  // namespace detail
+
+template <class T>
+class chan : private detail::chan_base<T> {
+  static_assert(std::is_move_constructible_v<T>,
+                "goro::chan<T> needs a movable T");
+  using base = detail::chan_base<T>;
+  using base::c_;
+  template <class U>
+  friend chan<U> make_chan(std::size_t);
+
+  explicit chan(detail::hchan* c) : base(c) {}
+
+  // Uninitialised storage the runtime constructs a received T into.
+  struct slot {
+    alignas(T) unsigned char bytes[sizeof(T)];
+    T* get() { return std::launder(reinterpret_cast<T*>(bytes)); }
+  };
+
+ public:
+  using value_type = T;
+
+  chan() = default;  // nil channel
+
+  // Blocks until a receiver takes v or there is room in the buffer.
+  void send(T v) const { detail::chansend(c_, &v, true); }
+  // Non-blocking send: false if it would block.
+  bool try_send(T v) const { return detail::chansend(c_, &v, false); }
+  // Blocks until a value arrives; nullopt once the channel is closed and
+  // drained.
+  std::optional<T> recv() const {
+    slot s;
+    bool got = false;
+    detail::chanrecv(c_, s.bytes, true, &got);
+    return take(s, got);
+  }
+  // Non-blocking receive: nullopt if nothing is ready (or closed and
+  // drained; *closed tells which).
+  std::optional<T> try_recv(bool* closed = nullptr) const {
+    slot s;
+    bool got = false;
+    bool ready = detail::chanrecv(c_, s.bytes, false, &got);
+    if (closed) *closed = ready && !got;
+    return take(s, got);
+  }
+  void close() const { detail::closechan(c_); }
+  std::size_t len() const noexcept { return detail::chanlen(c_); }
+  std::size_t cap() const noexcept { return detail::chancap(c_); }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+  friend bool operator==(const chan& a, const chan& b) noexcept {
+    return a.c_ == b.c_;
+  }
+  detail::hchan* raw() const noexcept { return c_; }
+
+  // range-for: receives until the channel is closed.
+  class iterator {
+   public:
+    explicit iterator(const chan* ch) : ch_(ch) { ++*this; }
+    iterator& operator++() {
+      cur_ = ch_->recv();
+      return *this;
+    }
+    T& operator*() { return *cur_; }
+    bool operator!=(std::nullptr_t) const { return cur_.has_value(); }
+    bool operator==(std::nullptr_t) const { return !cur_.has_value(); }
+
+   private:
+    const chan* ch_;
+    std::optional<T> cur_;
+  };
+  iterator begin() const { return iterator(this); }
+  std::nullptr_t end() const { return nullptr; }
+
+ private:
+  static std::optional<T> take(slot& s, bool got) {
+    if (!got) return std::nullopt;
+    std::optional<T> out(std::move(*s.get()));
+    s.get()->~T();
+    return out;
+  }
+};
+
+// A channel without payload (Go's chan struct{}).
+template <>
+class chan<void> : private detail::chan_base<void> {
+  using base = detail::chan_base<void>;
+  using base::c_;
+  template <class U>
+  friend chan<U> make_chan(std::size_t);
+  explicit chan(detail::hchan* c) : base(c) {}
+
+ public:
+  using value_type = void;
+  chan() = default;
+  void send() const {
+    detail::empty_elem e;
+    detail::chansend(c_, &e, true);
+  }
+  bool try_send() const {
+    detail::empty_elem e;
+    return detail::chansend(c_, &e, false);
+  }
+  // true: received a signal; false: closed and drained.
+  bool recv() const {
+    detail::empty_elem e;
+    bool got = false;
+    detail::chanrecv(c_, &e, true, &got);
+    return got;
+  }
+  void close() const { detail::closechan(c_); }
+  std::size_t len() const noexcept { return detail::chanlen(c_); }
+  std::size_t cap() const noexcept { return detail::chancap(c_); }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+  friend bool operator==(const chan& a, const chan& b) noexcept {
+    return a.c_ == b.c_;
+  }
+  detail::hchan* raw() const noexcept { return c_; }
+};
+
+template <class T>
+chan<T> make_chan(std::size_t cap) {
+  return chan<T>(detail::makechan(&detail::elem_ops_for<T>::ops, cap));
+}
+
+}  // namespace goro

@@ -1,0 +1,197 @@
+// select.hpp: Go's select statement.
+//
+//   std::optional<int> v;
+//   switch (goro::select(goro::case_recv(in, v),
+//                        goro::case_send(out, 7),
+//                        goro::case_default())) {
+//     case 0: /* received *v, or in was closed (v empty) */ break;
+//     case 1: /* sent 7 */ break;
+//     case 2: /* nothing was ready */ break;
+//   }
+//
+// select returns the index (in argument order) of the case that ran. Among
+// ready cases it chooses uniformly at random; with case_default it never
+// blocks, and it never takes the default while some case is ready. Nil
+// channels are never ready; select() with no cases blocks forever. Each
+// case also takes an optional callback run when it is chosen:
+//   goro::case_recv(ch, [](std::optional<int> v) { ... })
+//   goro::case_send(ch, value, [] { ... })
+#pragma once
+
+#include <goro/chan.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+namespace goro {
+
+namespace detail {
+
+struct no_callback {};
+
+template <class T, class Out, class Fn>
+class recv_case {
+ public:
+  recv_case(const chan<T>& ch, Out out, Fn fn)
+      : c_(ch.raw()), out_(out), fn_(std::move(fn)) {}
+  void fill(scase& s) { s = scase{c_, bytes_, false}; }
+  void complete(bool ok) {
+    std::optional<T> v;
+    if (ok) {
+      T* p = std::launder(reinterpret_cast<T*>(bytes_));
+      v.emplace(std::move(*p));
+      p->~T();
+    }
+    if constexpr (!std::is_same_v<Out, std::nullptr_t>) *out_ = std::move(v);
+    if constexpr (!std::is_same_v<Fn, no_callback>) fn_(std::move(v));
+  }
+
+ private:
+  hchan* c_;
+  Out out_;
+  Fn fn_;
+  alignas(T) unsigned char bytes_[sizeof(T)];
+};
+
+template <class Out, class Fn>
+class recv_case<void, Out, Fn> {
+ public:
+  recv_case(const chan<void>& ch, Out out, Fn fn)
+      : c_(ch.raw()), out_(out), fn_(std::move(fn)) {}
+  void fill(scase& s) { s = scase{c_, &e_, false}; }
+  void complete(bool ok) {
+    if constexpr (!std::is_same_v<Out, std::nullptr_t>) *out_ = ok;
+    if constexpr (!std::is_same_v<Fn, no_callback>) fn_(ok);
+  }
+
+ private:
+  hchan* c_;
+  Out out_;
+  Fn fn_;
+  empty_elem e_;
+};
+
+template <class T, class Fn>
+class send_case {
+ public:
+  template <class V>
+  send_case(const chan<T>& ch, V&& v, Fn fn)
+      : c_(ch.raw()), v_(std::forward<V>(v)), fn_(std::move(fn)) {}
+  void fill(scase& s) { s = scase{c_, &v_, true}; }
+  void complete(bool) {
+    if constexpr (!std::is_same_v<Fn, no_callback>) fn_();
+  }
+
+ private:
+  hchan* c_;
+  T v_;
+  Fn fn_;
+};
+
+template <class Fn>
+class send_case<void, Fn> {
+ public:
+  send_case(const chan<void>& ch, Fn fn) : c_(ch.raw()), fn_(std::move(fn)) {}
+  void fill(scase& s) { s = scase{c_, &e_, true}; }
+  void complete(bool) {
+    if constexpr (!std::is_same_v<Fn, no_callback>) fn_();
+  }
+
+ private:
+  hchan* c_;
+  Fn fn_;
+  empty_elem e_;
+};
+
+struct default_case {};
+
+template <class C>
+constexpr bool is_default_v = std::is_same_v<std::decay_t<C>, default_case>;
+
+}  // namespace detail
+
+// Receive into `out` (nullopt when the channel is closed and drained).
+template <class T>
+auto case_recv(const chan<T>& ch, std::optional<T>& out) {
+  return detail::recv_case<T, std::optional<T>*, detail::no_callback>(
+      ch, &out, {});
+}
+// Receive and discard.
+template <class T>
+auto case_recv(const chan<T>& ch) {
+  return detail::recv_case<T, std::nullptr_t, detail::no_callback>(ch, nullptr,
+                                                                   {});
+}
+// Receive and call fn(std::optional<T>) (fn(bool) for chan<void>).
+template <class T, class Fn>
+  requires(!std::is_same_v<std::decay_t<Fn>, std::optional<T>>)
+auto case_recv(const chan<T>& ch, Fn&& fn) {
+  return detail::recv_case<T, std::nullptr_t, std::decay_t<Fn>>(
+      ch, nullptr, std::forward<Fn>(fn));
+}
+// chan<void>: *ok tells whether a signal arrived (false: closed).
+inline auto case_recv(const chan<void>& ch, bool& ok) {
+  return detail::recv_case<void, bool*, detail::no_callback>(ch, &ok, {});
+}
+
+// Send v (moved into the case; sent only if this case is chosen).
+template <class T, class V>
+  requires(!std::is_void_v<T>)
+auto case_send(const chan<T>& ch, V&& v) {
+  return detail::send_case<T, detail::no_callback>(ch, std::forward<V>(v), {});
+}
+template <class T, class V, class Fn>
+  requires(!std::is_void_v<T>)
+auto case_send(const chan<T>& ch, V&& v, Fn&& fn) {
+  return detail::send_case<T, std::decay_t<Fn>>(ch, std::forward<V>(v),
+                                                std::forward<Fn>(fn));
+}
+inline auto case_send(const chan<void>& ch) {
+  return detail::send_case<void, detail::no_callback>(ch, {});
+}
+template <class Fn>
+auto case_send(const chan<void>& ch, Fn&& fn) {
+  return detail::send_case<void, std::decay_t<Fn>>(ch, std::forward<Fn>(fn));
+}
+
+inline detail::default_case case_default() { return {}; }
+
+template <class... Cases>
+std::size_t select(Cases&&... cases) {
+  constexpr std::size_t n = sizeof...(Cases);
+  constexpr std::size_t ndefault = (std::size_t(0) + ... +
+                                    std::size_t(detail::is_default_v<Cases>));
+  static_assert(ndefault <= 1, "goro::select: at most one case_default()");
+  constexpr std::size_t nch = n - ndefault;
+  detail::scase sc[nch == 0 ? 1 : nch];
+  std::size_t arg_index[nch == 0 ? 1 : nch];
+  std::size_t default_index = n;
+  std::size_t k = 0, i = 0;
+  (
+      [&](auto& c) {
+        if constexpr (detail::is_default_v<decltype(c)>) {
+          default_index = i;
+        } else {
+          c.fill(sc[k]);
+          arg_index[k++] = i;
+        }
+        i++;
+      }(cases),
+      ...);
+  bool recv_ok = false;
+  int chosen = detail::selectgo(sc, int(nch), ndefault == 0, &recv_ok);
+  if (chosen < 0) return default_index;
+  k = 0;
+  (
+      [&](auto& c) {
+        if constexpr (!detail::is_default_v<decltype(c)>) {
+          if (k++ == std::size_t(chosen)) c.complete(recv_ok);
+        }
+      }(cases),
+      ...);
+  return arg_index[chosen];
+}
+
+}  // namespace goro
