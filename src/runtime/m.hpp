@@ -43,6 +43,7 @@ struct M {
   // Sanitizer state of the scheduler stack.
   void* asan_g0_fake = nullptr;
   void* tsan_g0_fiber = nullptr;
+  void* tsan_g0_cur = nullptr;
   // Alternate signal stack for the overflow handler.
   void* sigstack = nullptr;
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)

@@ -109,7 +109,8 @@ void acquirep(P* pp) {
       pp->status.load(std::memory_order_relaxed) != p_idle)
     fatal("acquirep: invalid p state");
   mp->p = pp;
-  pp->m.store(mp, std::memory_order_relaxed);
+  // Release: sysmon reads pp->m with acquire and then looks inside the M.
+  pp->m.store(mp, std::memory_order_release);
   pp->status.store(p_running, std::memory_order_relaxed);
 }
 

@@ -41,9 +41,9 @@ void gopreempt() {
 }
 
 bool preemptone(P* pp) {
-  M* mp = pp->m.load(std::memory_order_relaxed);
+  M* mp = pp->m.load(std::memory_order_acquire);
   if (mp == nullptr) return false;
-  G* gp = mp->curg.load(std::memory_order_relaxed);
+  G* gp = mp->curg.load(std::memory_order_acquire);
   if (gp == nullptr) return false;
   gp->preempt.store(true, std::memory_order_relaxed);
   pp->preempt.store(true, std::memory_order_relaxed);

@@ -41,7 +41,11 @@ inline void san_leave_g(M* mp, G* gp, bool dying) {
                                  mp->g0_lo, mp->g0_size);
 #endif
 #ifdef GORO_HAVE_TSAN
-  __tsan_switch_to_fiber(mp->tsan_g0_fiber, 0);
+  // g0 never returns from its frames (every mcall starts it afresh), so it
+  // gets a fresh TSan fiber each time; otherwise TSan's shadow call stack
+  // for it would grow without bound.
+  mp->tsan_g0_cur = __tsan_create_fiber(0);
+  __tsan_switch_to_fiber(mp->tsan_g0_cur, 0);
 #endif
   (void)mp;
   (void)gp;
@@ -68,7 +72,10 @@ inline void san_leave_g0(M* mp, G* gp) {
                                  gp->stk.hi - gp->stk.lo);
 #endif
 #ifdef GORO_HAVE_TSAN
+  void* old = mp->tsan_g0_cur;
+  mp->tsan_g0_cur = nullptr;
   __tsan_switch_to_fiber(gp->tsan_fiber, 0);
+  if (old != nullptr) __tsan_destroy_fiber(old);
 #endif
   (void)mp;
   (void)gp;
@@ -80,6 +87,12 @@ inline void san_reuse_stack(G* gp) {
 #ifdef GORO_HAVE_ASAN
   __asan_unpoison_memory_region(reinterpret_cast<void*>(gp->stk.lo),
                                 gp->stk.hi - gp->stk.lo);
+#endif
+#ifdef GORO_HAVE_TSAN
+  // The previous goroutine ended without returning from its first frames;
+  // start the new one on a fresh fiber (and shadow call stack).
+  if (gp->tsan_fiber != nullptr) __tsan_destroy_fiber(gp->tsan_fiber);
+  gp->tsan_fiber = __tsan_create_fiber(0);
 #endif
   (void)gp;
 }

@@ -11,7 +11,9 @@ namespace goro::rt {
 void execute(G* gp, bool inherit_time) {
   M* mp = getm();
   P* pp = mp->p;
-  mp->curg.store(gp, std::memory_order_relaxed);
+  // Release (a plain store on x86): sysmon loads curg with acquire and
+  // then touches the G.
+  mp->curg.store(gp, std::memory_order_release);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
   gp->waitsince = 0;
