@@ -262,7 +262,7 @@ TEST(Spawn, FromFourPlainThreads) {
 // stack: with vm.max_map_count = 65530 one mapping (or mprotect split) per
 // stack would fail long before this.
 TEST(Spawn, TwoHundredThousandParkedAtOnce) {
-  const int n = scaled(200000, 50000);
+  const int n = goro_test::live_scaled(200000, 50000);
   std::atomic<int> finished{0};
   std::int64_t live_while_parked = 0;
   goro::run([&] {

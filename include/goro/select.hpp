@@ -44,7 +44,11 @@ class recv_case {
       v.emplace(std::move(*p));
       p->~T();
     }
-    if constexpr (!std::is_same_v<Out, std::nullptr_t>) *out_ = std::move(v);
+    if constexpr (!std::is_same_v<Out, std::nullptr_t>) {
+      // Only move construction is required of T, not assignment.
+      out_->reset();
+      if (v) out_->emplace(std::move(*v));
+    }
     if constexpr (!std::is_same_v<Fn, no_callback>) fn_(std::move(v));
   }
 

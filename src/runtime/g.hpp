@@ -89,6 +89,7 @@ struct G {
   // Sanitizer fiber state (only used in sanitizer builds).
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
+  unsigned tsan_uses = 0;
 };
 
 // Intrusive FIFO of Gs (Go's gQueue).

@@ -16,18 +16,23 @@ void gfput(P* pp, G* gp) {
   if (pp->gfree.size >= 64) {
     lock_guard lk(sched.gfree.lock);
     while (pp->gfree.size >= 32) sched.gfree.list.push(pp->gfree.pop());
+    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
   }
 }
 
 G* gfget(P* pp) {
   if (pp == nullptr) {
     lock_guard lk(sched.gfree.lock);
-    return sched.gfree.list.pop();
+    G* gp = sched.gfree.list.pop();
+    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    return gp;
   }
-  if (pp->gfree.empty() && !sched.gfree.list.empty()) {
+  if (pp->gfree.empty() &&
+      sched.gfree.n.load(std::memory_order_relaxed) > 0) {
     lock_guard lk(sched.gfree.lock);
     while (pp->gfree.size < 32 && !sched.gfree.list.empty())
       pp->gfree.push(sched.gfree.list.pop());
+    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
   }
   return pp->gfree.pop();
 }
@@ -42,6 +47,7 @@ void gfput_or_free(P* pp, G* gp) {
   } else if (gp->stk.chunked) {
     lock_guard lk(sched.gfree.lock);
     sched.gfree.list.push(gp);
+    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
   } else {
     stackfree(gp);
   }

@@ -44,6 +44,7 @@ struct M {
   void* asan_g0_fake = nullptr;
   void* tsan_g0_fiber = nullptr;
   void* tsan_g0_cur = nullptr;
+  unsigned tsan_g0_uses = 0;
   // Alternate signal stack for the overflow handler.
   void* sigstack = nullptr;
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)

@@ -41,10 +41,14 @@ inline void san_leave_g(M* mp, G* gp, bool dying) {
                                  mp->g0_lo, mp->g0_size);
 #endif
 #ifdef GORO_HAVE_TSAN
-  // g0 never returns from its frames (every mcall starts it afresh), so it
-  // gets a fresh TSan fiber each time; otherwise TSan's shadow call stack
-  // for it would grow without bound.
-  mp->tsan_g0_cur = __tsan_create_fiber(0);
+  // g0 never returns from its frames (every mcall starts it afresh), so
+  // TSan's shadow call stack for it grows by a few entries per switch.
+  // Replace the fiber every few hundred uses to keep it bounded.
+  if (mp->tsan_g0_cur == nullptr || ++mp->tsan_g0_uses >= 256) {
+    if (mp->tsan_g0_cur != nullptr) __tsan_destroy_fiber(mp->tsan_g0_cur);
+    mp->tsan_g0_cur = __tsan_create_fiber(0);
+    mp->tsan_g0_uses = 0;
+  }
   __tsan_switch_to_fiber(mp->tsan_g0_cur, 0);
 #endif
   (void)mp;
@@ -72,10 +76,7 @@ inline void san_leave_g0(M* mp, G* gp) {
                                  gp->stk.hi - gp->stk.lo);
 #endif
 #ifdef GORO_HAVE_TSAN
-  void* old = mp->tsan_g0_cur;
-  mp->tsan_g0_cur = nullptr;
   __tsan_switch_to_fiber(gp->tsan_fiber, 0);
-  if (old != nullptr) __tsan_destroy_fiber(old);
 #endif
   (void)mp;
   (void)gp;
@@ -89,10 +90,13 @@ inline void san_reuse_stack(G* gp) {
                                 gp->stk.hi - gp->stk.lo);
 #endif
 #ifdef GORO_HAVE_TSAN
-  // The previous goroutine ended without returning from its first frames;
-  // start the new one on a fresh fiber (and shadow call stack).
-  if (gp->tsan_fiber != nullptr) __tsan_destroy_fiber(gp->tsan_fiber);
-  gp->tsan_fiber = __tsan_create_fiber(0);
+  // Each goroutine ends without returning from its first frames; give the
+  // recycled G a fresh fiber (and shadow call stack) now and then.
+  if (gp->tsan_fiber == nullptr || ++gp->tsan_uses >= 256) {
+    if (gp->tsan_fiber != nullptr) __tsan_destroy_fiber(gp->tsan_fiber);
+    gp->tsan_fiber = __tsan_create_fiber(0);
+    gp->tsan_uses = 0;
+  }
 #endif
   (void)gp;
 }

@@ -44,6 +44,8 @@ struct schedt {
   struct {
     mutex lock;
     g_list list;
+    // list.size, readable without the lock (gfget's peek).
+    std::atomic<std::int32_t> n{0};
   } gfree;
 
   std::atomic<bool> gcwaiting{false};  // stop-the-world requested
