@@ -5,7 +5,11 @@
 //   2. a million goroutines spawned and joined with a wait_group
 //   3. the work-stealing demo: uneven batches of CPU-bound goroutines, one
 //      batch per P, balanced across the Ps by stealing
-//   4. the configuration again
+//   4. producers and consumers on a buffered channel: goroutines blocked on
+//      a channel are parked (no thread blocks) and resumed by the other side
+//   5. Go's concurrent prime sieve: a pipeline of a goroutine per prime,
+//      shut down by closing a quit channel that every select watches
+//   6. the configuration again
 //
 // GOMAXPROCS=n in the environment sets the number of Ps, as in Go.
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <cstdio>
 #include <goro/goro.hpp>
 #include <map>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -180,6 +185,147 @@ void work_stealing() {
   (void)checksum.load();
 }
 
+// Producers and consumers on a small buffered channel. The consumers start
+// first and park on the empty channel: they stay goroutines (counted by
+// num_goroutine) but hold no thread. The producer then outruns them, parks
+// whenever the buffer is full, and each receive that makes room resumes it.
+void producer_consumer() {
+  std::printf("\n=== Producer/consumer over a buffered channel ===\n");
+  constexpr int consumers = 4;
+  constexpr int items = 200;
+  constexpr std::size_t capacity = 4;
+  const std::int64_t before = goro::num_goroutine();
+  auto jobs = goro::make_chan<int>(capacity);
+
+  struct tally {
+    int items = 0;
+    int waits = 0;  // times the channel was empty: the consumer parked
+    std::int64_t sum = 0;
+  };
+  std::vector<tally> tallies(consumers);
+  goro::wait_group started, finished;
+  started.add(consumers);
+  finished.add(consumers);
+  for (int c = 0; c < consumers; ++c) {
+    goro::go([&, c, jobs] {
+      tally& t = tallies[static_cast<std::size_t>(c)];
+      started.done();
+      for (;;) {
+        bool closed = false;
+        std::optional<int> v = jobs.try_recv(&closed);
+        if (!v && !closed) {
+          ++t.waits;
+          v = jobs.recv();  // parks until a producer sends (or close)
+        }
+        if (!v) break;  // closed and drained
+        ++t.items;
+        t.sum += *v;
+        cpu_work(20'000, static_cast<std::uint64_t>(*v));  // some work per item
+      }
+      finished.done();
+    });
+  }
+  started.wait();
+  // Let the consumers reach their receive and park there.
+  for (int i = 0; i < 10; ++i) goro::gosched();
+  std::printf(
+      "%d consumers waiting on an empty channel (len %zu, cap %zu): "
+      "num_goroutine = %lld (%lld before)\n",
+      consumers, jobs.len(), jobs.cap(),
+      static_cast<long long>(goro::num_goroutine()),
+      static_cast<long long>(before));
+
+  int producer_waits = 0;
+  goro::wait_group produced;
+  produced.add(1);
+  goro::go([&, jobs] {
+    for (int i = 1; i <= items; ++i) {
+      if (!jobs.try_send(i)) {  // buffer full: park until a receive
+        ++producer_waits;
+        jobs.send(i);
+      }
+    }
+    jobs.close();  // the consumers' loops end once the buffer drains
+    produced.done();
+  });
+  produced.wait();
+  finished.wait();
+
+  std::int64_t sum = 0;
+  int total = 0;
+  for (int c = 0; c < consumers; ++c) {
+    const tally& t = tallies[static_cast<std::size_t>(c)];
+    std::printf(
+        "  consumer %d: %3d items, parked on the empty channel %3d times\n", c,
+        t.items, t.waits);
+    sum += t.sum;
+    total += t.items;
+  }
+  std::printf(
+      "producer sent %d items, parked on the full buffer %d times; "
+      "received %d items, sum %lld (expected %d)\n",
+      items, producer_waits, total, static_cast<long long>(sum),
+      items * (items + 1) / 2);
+  std::printf("num_goroutine after the channel closed and drained: %lld\n",
+              static_cast<long long>(goro::num_goroutine()));
+}
+
+// Go's concurrent prime sieve: a generator sends 2, 3, 4, ... down a chain of
+// unbuffered channels; every prime found adds a filter goroutine that drops
+// its multiples. Every send and receive also selects on `quit`, so closing
+// quit shuts the whole pipeline down.
+void sieve_generate(goro::chan<int> out, goro::chan<void> quit,
+                    goro::wait_group* wg) {
+  for (int i = 2;; ++i) {
+    if (goro::select(goro::case_send(out, i), goro::case_recv(quit)) == 1)
+      break;
+  }
+  wg->done();
+}
+
+void sieve_filter(goro::chan<int> in, goro::chan<int> out, int prime,
+                  goro::chan<void> quit, goro::wait_group* wg) {
+  for (;;) {
+    std::optional<int> v;
+    if (goro::select(goro::case_recv(in, v), goro::case_recv(quit)) == 1)
+      break;
+    if (*v % prime == 0) continue;
+    if (goro::select(goro::case_send(out, *v), goro::case_recv(quit)) == 1)
+      break;
+  }
+  wg->done();
+}
+
+void prime_sieve() {
+  std::printf("\n=== Prime sieve pipeline (a goroutine per prime) ===\n");
+  constexpr int primes = 100;
+  const std::int64_t before = goro::num_goroutine();
+  auto quit = goro::make_chan<void>();
+  goro::wait_group wg;
+  auto t0 = clock_type::now();
+  auto ch = goro::make_chan<int>();
+  wg.add(1);
+  goro::go(sieve_generate, ch, quit, &wg);
+  for (int i = 0; i < primes; ++i) {
+    const int prime = *ch.recv();
+    std::printf("%5d%s", prime, i % 10 == 9 ? "\n" : "");
+    auto next = goro::make_chan<int>();
+    wg.add(1);
+    goro::go(sieve_filter, ch, next, prime, quit, &wg);
+    ch = next;
+  }
+  const double ms = ms_since(t0);
+  std::printf(
+      "first %d primes in %.1f ms through a pipeline of %d filter "
+      "goroutines; num_goroutine = %lld (%lld before)\n",
+      primes, ms, primes, static_cast<long long>(goro::num_goroutine()),
+      static_cast<long long>(before));
+  quit.close();  // every stage's select sees it and returns
+  wg.wait();
+  std::printf("after close(quit): num_goroutine = %lld\n",
+              static_cast<long long>(goro::num_goroutine()));
+}
+
 }  // namespace
 
 int main() {
@@ -187,6 +333,8 @@ int main() {
     print_configuration("goro scheduler configuration");
     million_goroutines();
     work_stealing();
+    producer_consumer();
+    prime_sieve();
     print_configuration("goro scheduler configuration at the end");
     std::printf("\n=== Demo complete ===\n");
     return 0;
