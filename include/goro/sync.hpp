@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <system_error>
 #include <utility>
 
 #include <goro/wait_group.hpp>
@@ -249,6 +250,10 @@ class cond {
   ~cond();
 
   void wait(std::unique_lock<mutex>& lk) {
+    if (!lk.owns_lock())
+      throw std::system_error(
+          std::make_error_code(std::errc::operation_not_permitted),
+          "goro::cond::wait: lock not held");
     const std::uint32_t t = ticket();
     lk.unlock();
     wait_ticket(t);
