@@ -7,3 +7,4 @@
 #include <goro/debug.hpp>
 #include <goro/chan.hpp>
 #include <goro/select.hpp>
+#include <goro/time.hpp>

@@ -1,9 +1,14 @@
 // findrunnable.cpp: find a goroutine to run, in Go's order (proc.go
-// findRunnable): fairness poll of the global queue, local queue, global
-// queue, (netpoll), stealing, then give up the P, re-check, and sleep.
+// findRunnable): this P's timers, fairness poll of the global queue, local
+// queue, global queue, non-blocking netpoll, stealing (with other Ps'
+// timers on the last pass), then give up the P, re-check everything, and
+// sleep in the poller until the next timer, or on the M's note.
+#include "runtime/nanotime.hpp"
+#include "runtime/netpoll.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/steal.hpp"
+#include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
@@ -14,13 +19,50 @@ void become_spinning(M* mp) {
   sched.needspinning.store(0);
 }
 
+void injectglist(g_queue* list) {
+  // Go's injectglist: with no P, everything goes to the global queue and
+  // idle Ps are started for it; with a P, as many as there are idle Ps go
+  // global (and get Ms), the rest to our local queue.
+  if (list->empty()) return;
+  for (G* gp = list->head; gp; gp = gp->schedlink)
+    casgstatus(gp, g_waiting, g_runnable);
+  M* mp = getm();
+  P* pp = mp ? mp->p : nullptr;
+  if (pp == nullptr) {
+    std::int32_t n = list->size;
+    {
+      lock_guard lk(sched.lock);
+      globrunqputbatch(list);
+    }
+    for (; n > 0 && sched.npidle.load() != 0; n--) startm(nullptr, false);
+    return;
+  }
+  std::int32_t npidle = sched.npidle.load();
+  g_queue global;
+  for (std::int32_t i = 0; i < npidle && !list->empty(); i++)
+    global.push_back(list->pop());
+  if (!global.empty()) {
+    std::int32_t n = global.size;
+    {
+      lock_guard lk(sched.lock);
+      globrunqputbatch(&global);
+    }
+    for (; n > 0 && sched.npidle.load() != 0; n--) startm(nullptr, false);
+  }
+  while (G* gp = list->pop()) runqput(pp, gp, false);
+  wakep();
+}
+
 G* findrunnable(bool* inherit_time) {
   M* mp = getm();
 top:
   P* pp = mp->p;
   *inherit_time = false;
   // (stop-the-world: gcstopm here, once goro has STW)
-  // (timers: run this P's expired timers here, once goro has timers)
+
+  // This P's expired timers; they may ready goroutines into our queue.
+  bool ran = false;
+  std::int64_t pollUntil = check_timers(pp, 0, &ran);
 
   // Fairness: every 61st time slice look at the global queue first, so
   // two goroutines that keep readying each other through runnext cannot
@@ -40,16 +82,26 @@ top:
     if (G* gp = globrunqget(pp, 0)) return gp;
   }
 
-  // (non-blocking netpoll here, once goro has the network poller)
+  // Non-blocking netpoll, if someone waits on descriptors and no M is
+  // already blocked in the poller.
+  if (netpollinited() && netpoll_any_waiters() && sched.lastpoll.load() != 0) {
+    g_queue list = netpoll(0);
+    if (!list.empty()) {
+      G* gp = list.pop();
+      casgstatus(gp, g_waiting, g_runnable);
+      injectglist(&list);
+      return gp;
+    }
+  }
 
   // Steal, but limit the number of spinning Ms to half the busy Ps:
   // with low parallelism, more spinners only burn CPU.
   if (mp->spinning ||
       2 * sched.nmspinning.load() < nprocs() - sched.npidle.load()) {
     if (!mp->spinning) become_spinning(mp);
-    bool new_work = false;
-    if (G* gp = stealwork(pp, &new_work)) return gp;
-    if (new_work) goto top;
+    bool new_work = false, ran_timers = false;
+    if (G* gp = stealwork(pp, &new_work, &ran_timers)) return gp;
+    if (new_work || ran_timers) goto top;
   }
 
   // Nothing found: prepare to give up the P. Snapshot allp first; it can
@@ -96,7 +148,8 @@ top:
         if (P* p2 = pidleget_spinning()) {
           G* gp = globrunqget(p2, 0);
           sched.lock.unlock();
-          if (gp == nullptr) fatal("findrunnable: global runq empty with non-zero runqsize");
+          if (gp == nullptr)
+            fatal("findrunnable: global runq empty with non-zero runqsize");
           acquirep(p2);
           become_spinning(mp);
           return gp;
@@ -110,9 +163,47 @@ top:
         become_spinning(mp);
         goto top;
       }
-      // (timers of all Ps here, once goro has timers)
     }
-    // (blocking netpoll until the next timer here, once goro has netpoll)
+    // The earliest timer of any P bounds the idle sleep (Go's
+    // checkTimersNoP).
+    std::int64_t next = timer_sleep_until();
+    if (next != 0 && (pollUntil == 0 || next < pollUntil)) pollUntil = next;
+
+    // Become the poller: block in netpoll until the next timer.
+    if (netpollinited() && (netpoll_any_waiters() || pollUntil != 0) &&
+        sched.lastpoll.exchange(0) != 0) {
+      sched.pollUntil.store(pollUntil);
+      std::int64_t delay = -1;
+      if (pollUntil != 0) {
+        std::int64_t now = nanotime();
+        delay = pollUntil - now;
+        if (delay < 0) delay = 0;
+      }
+      g_queue list = netpoll(delay);
+      std::int64_t now = nanotime();
+      sched.pollUntil.store(0);
+      sched.lastpoll.store(now);
+      sched.lock.lock();
+      P* p2 = pidleget();
+      sched.lock.unlock();
+      if (p2 == nullptr) {
+        injectglist(&list);
+      } else {
+        acquirep(p2);
+        if (!list.empty()) {
+          G* gp = list.pop();
+          casgstatus(gp, g_waiting, g_runnable);
+          injectglist(&list);
+          return gp;
+        }
+        if (was_spinning) become_spinning(mp);
+        goto top;  // a timer is probably due
+      }
+    } else if (pollUntil != 0 && netpollinited()) {
+      // Someone else polls; make sure it wakes in time for our timer.
+      std::int64_t until = sched.pollUntil.load();
+      if (until == 0 || until > pollUntil) netpollbreak();
+    }
     stopm();
     goto top;
   }

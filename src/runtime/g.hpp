@@ -13,6 +13,7 @@ namespace goro::rt {
 
 struct M;
 struct P;
+struct timer;
 
 // Go's _G* status values; they keep Go's numbers so that schedtrace
 // (scheddetail) prints what a Go programmer expects.
@@ -84,6 +85,9 @@ struct G {
   void* param = nullptr;
   eh_state eh;
   std::uint64_t parent_goid = 0;
+  // goro::sleep's timer, created on first use (Go's gp.timer).
+  timer* sleep_timer = nullptr;
+  std::int64_t sleep_when = 0;
   // Every G ever created, for dumps and counting (Go's allgs).
   G* alllink = nullptr;
   // Sanitizer fiber state (only used in sanitizer builds).

@@ -128,6 +128,8 @@ P* releasep() {
 
 void pidleput(P* pp) {
   if (!runqempty(pp)) fatal("pidleput: P has non-empty run queue");
+  if (pp->tm.min_when.load(std::memory_order_relaxed) == 0)
+    timerpmask.clear(pp->id);
   idlepmask.set(pp->id);
   pp->link = sched.pidle;
   sched.pidle = pp;
@@ -137,6 +139,8 @@ void pidleput(P* pp) {
 P* pidleget() {
   P* pp = sched.pidle;
   if (pp != nullptr) {
+    // The P may get timers again once someone runs on it.
+    timerpmask.set(pp->id);
     idlepmask.clear(pp->id);
     sched.pidle = pp->link;
     sched.npidle.fetch_sub(1);

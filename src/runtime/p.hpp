@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "runtime/g.hpp"
+#include "runtime/timers.hpp"
 
 namespace goro::rt {
 
@@ -44,6 +45,9 @@ struct P {
   std::atomic<G*> runq[runq_size] = {};
   // The G to run next, ahead of the ring; it inherits the time slice.
   std::atomic<G*> runnext{nullptr};
+
+  // This P's timers.
+  timers tm;
 
   // Dead Gs (with stacks) for reuse.
   alignas(64) g_list gfree;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/netpoll.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
@@ -23,6 +24,7 @@ schedt sched;
 P** allp = nullptr;
 std::atomic<std::int32_t> ncpu_procs{0};
 pmask idlepmask;
+pmask timerpmask;
 std::atomic<bool> runtime_started{false};
 debug_vars debug;
 std::int64_t runtime_init_time = 0;
@@ -78,6 +80,9 @@ void schedinit(const goro::options* opt) {
 
   allp = new P*[max_procs]();
   idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
+  timerpmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
+  netpollinit();
+  sched.lastpoll.store(nanotime());
   for (int i = 0; i < procs; i++) {
     allp[i] = new P;
     allp[i]->id = i;

@@ -49,6 +49,10 @@ struct schedt {
   } gfree;
 
   std::atomic<bool> gcwaiting{false};  // stop-the-world requested
+  // Time of the last netpoll; 0 while some M is blocked in netpoll (that
+  // M is "the poller"). pollUntil: when the poller will wake by itself.
+  std::atomic<std::int64_t> lastpoll{1};
+  std::atomic<std::int64_t> pollUntil{0};
   // Goroutines created from plain threads minus those accounted on Ps.
   std::atomic<std::int64_t> ngoroutines_extra{0};
 };
@@ -73,6 +77,7 @@ struct pmask {
 extern P** allp;
 extern std::atomic<std::int32_t> ncpu_procs;  // Go's gomaxprocs
 extern pmask idlepmask;
+extern pmask timerpmask;  // P may have timers
 extern std::atomic<bool> runtime_started;
 extern M* allm;
 
@@ -95,6 +100,8 @@ P* pidleget_spinning();  // sched.lock held
 void mput(M* mp);      // sched.lock held
 M* mget();             // sched.lock held
 void become_spinning(M* mp);
+// Makes a list of ready goroutines runnable (Go's injectglist).
+void injectglist(g_queue* list);
 void resetspinning();
 void newm(P* pp, bool spinning, std::int64_t id);
 std::int64_t mreserve_id();  // sched.lock held

@@ -5,6 +5,7 @@
 
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
@@ -20,9 +21,10 @@ void random_order::reset(std::uint32_t n) {
   count = n;
 }
 
-G* stealwork(P* pp, bool* new_work) {
+G* stealwork(P* pp, bool* new_work, bool* ran_timers) {
   M* mp = getm();
   *new_work = false;
+  *ran_timers = false;
   std::int32_t n = nprocs();
   for (int i = 0; i < steal_tries; i++) {
     // Timers and another P's runnext only on the last pass: stealing
@@ -37,7 +39,18 @@ G* stealwork(P* pp, bool* new_work) {
       if (std::int32_t(id) >= n) continue;
       P* p2 = allp[id];
       if (p2 == pp) continue;
-      // (timers of p2 are run here on the last pass once goro has timers)
+      // On the last pass, run p2's expired timers here: that is how timers
+      // of a busy or hogged P still fire. The goroutines they ready land in
+      // our run queue; take one at once.
+      if (last_pass && timerpmask.read(id)) {
+        bool ran = false;
+        check_timers(p2, 0, &ran);
+        if (ran) {
+          bool inherit = false;
+          if (G* gp = runqget(pp, &inherit)) return gp;
+          *ran_timers = true;
+        }
+      }
       if (!idlepmask.read(id)) {
         if (G* gp = runqsteal(pp, p2, last_pass)) return gp;
       }

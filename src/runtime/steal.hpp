@@ -47,7 +47,7 @@ constexpr int steal_tries = 4;
 // random order; the last pass may also take a running P's runnext. Sets
 // *new_work when the caller should restart findrunnable (e.g. a
 // stop-the-world is pending).
-G* stealwork(P* pp, bool* new_work);
+G* stealwork(P* pp, bool* new_work, bool* ran_timers);
 
 // With no P: is there a non-idle P with queued work? Returns an idle P to
 // take (acquired from the idle list) or null (Go's checkRunqsNoP).
