@@ -43,6 +43,28 @@ constexpr std::size_t chunk_stacks = 64;
 mutex chunk_lock;
 char* chunk_next = nullptr;
 std::size_t chunk_left = 0;
+bool chunk_guarded = false;  // guards of the current chunk already installed
+int self_pidfd = -2;         // for process_madvise; -1: unavailable
+
+// Installs the guard pages of a whole chunk with one process_madvise call
+// (Linux accepts MADV_GUARD_INSTALL there) instead of one madvise per
+// stack. False if the kernel refuses; then guards go in one by one.
+bool install_chunk_guards(char* base) {
+  if (guard_mode != guard_kind::madvise) return false;
+  if (self_pidfd == -2) {
+    self_pidfd = int(syscall(SYS_pidfd_open, getpid(), 0));
+    if (self_pidfd < 0) self_pidfd = -1;
+  }
+  if (self_pidfd < 0) return false;
+  struct iovec iov[chunk_stacks];
+  for (std::size_t i = 0; i < chunk_stacks; i++) {
+    iov[i].iov_base = base + i * stack_bytes;
+    iov[i].iov_len = guard_size;
+  }
+  long r = syscall(SYS_process_madvise, self_pidfd, iov, chunk_stacks,
+                   MADV_GUARD_INSTALL, 0);
+  return r == long(chunk_stacks * guard_size);
+}
 
 std::size_t parse_size(const char* s) {
   char* end = nullptr;
@@ -131,14 +153,17 @@ G* galloc() {
   return gp;
 }
 
-G* place_g(char* base, std::size_t size, bool chunked) {
+G* place_g(char* base, std::size_t size, bool chunked, bool guarded) {
   G* gp = galloc();
   gp->stk.map_base = base;
   gp->stk.map_size = size;
   gp->stk.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
   gp->stk.hi = reinterpret_cast<std::uintptr_t>(base + size);
   gp->stk.chunked = chunked;
-  install_guard(gp->stk);
+  if (guarded)
+    gp->stk.guard = guard_kind::madvise;
+  else
+    install_guard(gp->stk);
 #ifdef GORO_HAVE_TSAN
   if (gp->tsan_fiber == nullptr) gp->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -280,6 +305,7 @@ guard_kind default_guard() { return guard_mode; }
 G* malg(std::size_t size) {
   if (size == 0 || round_up(size, page_size) == stack_bytes) {
     char* base;
+    bool guarded;
     {
       lock_guard lk(chunk_lock);
       if (chunk_left == 0) {
@@ -289,19 +315,21 @@ G* malg(std::size_t size) {
         if (p == MAP_FAILED) out_of_memory(bytes);
         chunk_next = static_cast<char*>(p);
         chunk_left = chunk_stacks;
+        chunk_guarded = install_chunk_guards(chunk_next);
       }
       base = chunk_next;
+      guarded = chunk_guarded;
       chunk_next += stack_bytes;
       chunk_left--;
     }
-    return place_g(base, stack_bytes, true);
+    return place_g(base, stack_bytes, true, guarded);
   }
   if (size < min_stack_size) size = min_stack_size;
   size = round_up(size, page_size);
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) out_of_memory(size);
-  return place_g(static_cast<char*>(p), size, false);
+  return place_g(static_cast<char*>(p), size, false, false);
 }
 
 void stackfree(G* gp) {
