@@ -39,7 +39,11 @@ using ::testing::ExitedWithCode;
 
 class DeathTest : public ::testing::Test {
  protected:
-  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (::testing::internal::InDeathTestChild())
+      goro_test::arm_child_watchdog(std::chrono::seconds(goro_test::scaled(30, 90)));
+  }
 };
 
 // Ends a death-test child: 0 when ok, else 1 after printing why.
@@ -400,8 +404,6 @@ TEST_F(DeathTest, BigGomaxprocs) {
 
 // gomaxprocs(n) resizes (stop-the-world) and returns the previous value.
 TEST_F(DeathTest, GomaxprocsResize) {
-  GTEST_SKIP() << "gomaxprocs(n) at run time needs stop-the-world and "
-                  "procresize (the timers/sysmon/GOMAXPROCS issue)";
   EXPECT_EXIT(
       {
         setenv("GOMAXPROCS", "2", 1);
@@ -433,8 +435,6 @@ TEST_F(DeathTest, GomaxprocsResize) {
 // Go's TestStopTheWorldDeadlock, scaled down: gomaxprocs resizes running
 // concurrently with a self-respawning chain of goroutines all complete.
 TEST_F(DeathTest, ResizeWhileSpawning) {
-  GTEST_SKIP() << "gomaxprocs(n) at run time needs stop-the-world and "
-                  "procresize (the timers/sysmon/GOMAXPROCS issue)";
   EXPECT_EXIT(
       {
         setenv("GOMAXPROCS", "2", 1);

@@ -157,4 +157,44 @@ std::uint64_t goroutine_id();
 // goroutine to (its time slice is over). Cheap when there is no request.
 void preempt_point();
 
+// Wires the calling goroutine to its current OS thread: until as many
+// unlock_os_thread calls, it runs only on this thread and the thread runs
+// nothing else. A goroutine that exits while locked ends its thread too.
+// No-ops on a plain thread.
+void lock_os_thread();
+void unlock_os_thread();
+
+// Marks a region that may block its thread in the kernel (Go's syscall
+// entry/exit). The goroutine's P stays reserved for it; if the call takes
+// long (sysmon looks every 20 us-10 ms) and there is other work, the P is
+// handed to another thread so other goroutines keep running. long_call:
+// hand the P off at once (for calls known to block).
+class blocking_scope {
+ public:
+  explicit blocking_scope(bool long_call = false);
+  ~blocking_scope();
+  blocking_scope(const blocking_scope&) = delete;
+  blocking_scope& operator=(const blocking_scope&) = delete;
+
+ private:
+  bool active_;
+};
+
+// Runs fn() as a blocking call: goro::blocking([&] { return ::read(fd, b, n); })
+template <class F>
+decltype(auto) blocking(F&& fn) {
+  blocking_scope scope;
+  return std::forward<F>(fn)();
+}
+// The same for calls known to block for long: the P is handed off at once.
+template <class F>
+decltype(auto) blocking_long(F&& fn) {
+  blocking_scope scope(true);
+  return std::forward<F>(fn)();
+}
+
+// Go's debug.SetMaxThreads: the limit on OS threads (default 10000);
+// exceeding it is the fatal error "thread exhaustion". Returns the old one.
+int set_max_threads(int n);
+
 }  // namespace goro

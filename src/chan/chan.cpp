@@ -30,7 +30,7 @@ void park_on(hchan* c, rt::sudog& s, rt::wait_reason reason) {
     rt::gopark(unlock_chan, c, reason);
   } else {
     c->lock.unlock();
-    s.thread_wake.sleep();
+    rt::thread_park(s.thread_wake);
   }
 }
 
@@ -39,6 +39,7 @@ void park_on(hchan* c, rt::sudog& s, rt::wait_reason reason) {
     for (;;) rt::gopark(nullptr, nullptr, reason);
   }
   rt::note never;
+  rt::thread_park(never);
   for (;;) never.sleep();
 }
 
@@ -117,6 +118,7 @@ void complete_recv(hchan* c, rt::sudog* sg, void* elem) {
 }
 
 bool chansend(hchan* c, void* elem, bool block) {
+  rt::extern_touch();
   if (c == nullptr) {
     if (!block) return false;
     block_forever(rt::wait_reason::chan_send_nil_chan);
@@ -158,6 +160,7 @@ bool chansend(hchan* c, void* elem, bool block) {
 }
 
 bool chanrecv(hchan* c, void* elem, bool block, bool* received) {
+  rt::extern_touch();
   *received = false;
   if (c == nullptr) {
     if (!block) return false;
@@ -205,6 +208,7 @@ bool chanrecv(hchan* c, void* elem, bool block, bool* received) {
 }
 
 void closechan(hchan* c) {
+  rt::extern_touch();
   if (c == nullptr) throw channel_error("close of nil channel");
   c->lock.lock();
   if (c->closed.load(std::memory_order_relaxed)) {

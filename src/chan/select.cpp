@@ -62,6 +62,7 @@ bool selparkcommit(rt::G*, void* arg) {
 
 int selectgo(scase* cases, int ncases, bool block, bool* recv_ok) {
   *recv_ok = false;
+  rt::extern_touch();
   rt::preempt_check();
 
   constexpr int small = 8;
@@ -181,7 +182,7 @@ int selectgo(scase* cases, int ncases, bool block, bool* recv_ok) {
     }
   } else {
     locks.unlock();
-    thread_note.sleep();
+    rt::thread_park(thread_note);
   }
 
   // Pass 3: the waker recorded its sudog in `winner` (under that

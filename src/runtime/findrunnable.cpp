@@ -56,9 +56,12 @@ void injectglist(g_queue* list) {
 G* findrunnable(bool* inherit_time) {
   M* mp = getm();
 top:
-  P* pp = mp->p;
   *inherit_time = false;
-  // (stop-the-world: gcstopm here, once goro has STW)
+  if (sched.gcwaiting.load(std::memory_order_relaxed)) {
+    gcstopm();  // returns with a P once the world restarts
+    goto top;
+  }
+  P* pp = mp->p;
 
   // This P's expired timers; they may ready goroutines into our queue.
   bool ran = false;

@@ -71,6 +71,7 @@ struct G {
   // Intrusive link for run queues and free lists (Go's schedlink).
   G* schedlink = nullptr;
   M* m = nullptr;  // the M running it, when running
+  M* lockedm = nullptr;  // the thread it is locked to (lock_os_thread)
   stack stk;       // usable stack [lo, hi) and its mapping
   wait_reason waitreason = wait_reason::zero;
   // Asked to yield at the next safe point (set by sysmon, read by the G).

@@ -2,6 +2,7 @@
 // frame), normal return, goro::goexit (forced unwinding, Go's Goexit) and
 // an exception escaping the goroutine (Go's panic: print and exit 2).
 #include <cxxabi.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -26,6 +27,8 @@ namespace {
 // "GOROEXIT": the exception class of goexit's forced unwinding.
 constexpr _Unwind_Exception_Class goexit_class = 0x474f524f45584954ULL;
 
+[[noreturn]] void mexit(M* mp);
+
 // On g0: the goroutine is finished (Go's goexit0 / gdestroy).
 void goexit0(void* arg) {
   G* gp = static_cast<G*>(arg);
@@ -44,8 +47,27 @@ void goexit0(void* arg) {
   gp->goexit_caught = false;
   gp->waitreason = wait_reason::zero;
   gp->eh = eh_state{};
+  // A goroutine that exits while locked to its thread takes the thread
+  // with it: it may have left the thread in a state others must not see.
+  bool locked = gp->lockedm != nullptr;
+  gp->lockedm = nullptr;
+  mp->lockedg = nullptr;
+  mp->locked_ext = 0;
   gfput(pp, gp);
+  if (locked) mexit(mp);
   schedule();
+}
+
+// The thread ends: its P goes to someone else, the M is retired.
+[[noreturn]] void mexit(M* mp) {
+  handoffp(releasep());
+  {
+    lock_guard lk(sched.lock);
+    sched.nmfreed++;
+    mp->dead = true;
+    checkdead();
+  }
+  pthread_exit(nullptr);
 }
 
 [[noreturn]] void goexit1() {

@@ -25,6 +25,13 @@ struct M {
   bool spinning = false;  // out of work and looking for some
   bool blocked = false;   // parked on `park`
   int locks = 0;          // > 0 disables preemption
+  // LockOSThread: the goroutine this thread is dedicated to, and the
+  // user's nesting count.
+  G* lockedg = nullptr;
+  std::uint32_t locked_ext = 0;
+  // Copy of p.syscalltick at syscall entry.
+  std::uint32_t syscalltick = 0;
+  bool dead = false;  // the thread exited (a locked goroutine ended)
   note park;              // idle Ms sleep here (stopm)
   M* schedlink = nullptr;  // idle M list
   M* alllink = nullptr;    // allm

@@ -160,7 +160,7 @@ void mput(M* mp) {
   mp->schedlink = sched.midle;
   sched.midle = mp;
   sched.nmidle++;
-  // (checkdead here, once goro has deadlock detection)
+  checkdead();
 }
 
 M* mget() {

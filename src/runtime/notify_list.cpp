@@ -49,7 +49,7 @@ void notify_list_wait(notify_list* l, std::uint32_t t) {
     gopark(unlock_list, l, wait_reason::sync_cond_wait);
   } else {
     l->lock.unlock();
-    s.thread_wake.sleep();
+    thread_park(s.thread_wake);
   }
 }
 

@@ -31,7 +31,10 @@ struct P {
   // Incremented on every dispatch that starts a new time slice (execute
   // without inheritTime). sysmon watches it to find long time slices.
   std::atomic<std::uint32_t> schedtick{0};  // owner-written, sysmon-read
-  std::uint32_t syscalltick = 0;
+  // Incremented on every syscall exit and P retake (sysmon watches it).
+  std::atomic<std::uint32_t> syscalltick{0};
+  std::uint32_t sysmon_syscalltick = 0;
+  std::int64_t sysmon_syscallwhen = 0;
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;

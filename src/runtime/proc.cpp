@@ -20,6 +20,8 @@
 
 namespace goro::rt {
 
+M* getm_for_extern() { return getm(); }
+
 schedt sched;
 P** allp = nullptr;
 std::atomic<std::int32_t> ncpu_procs{0};
@@ -140,16 +142,31 @@ int run_main(const options* opt, std::function<int()> main_fn) {
   } st;
   st.fn = std::move(main_fn);
   goro::go([&st] {
+    // If main_fn calls goexit, run() never returns: as in Go, the other
+    // goroutines go on, and when none is left that is reported.
+    struct goexit_watch {
+      bool returned = false;
+      ~goexit_watch() {
+        if (!returned) rt::sched.main_goexited.store(true);
+      }
+    } watch;
     st.result = st.fn();
-    st.done.wakeup();
+    watch.returned = true;
+    rt::thread_unpark(st.done);
   });
-  st.done.sleep();
+  rt::sched.main_active.fetch_add(1);
+  rt::thread_park(st.done);
+  rt::sched.main_active.fetch_sub(1);
   return st.result;
 }
 
 }  // namespace goro::detail
 
 namespace goro {
+
+namespace {
+constexpr int max_procs_public = 1024;
+}  // namespace
 
 int gomaxprocs(int n) {
   if (n < 0) throw std::invalid_argument("goro::gomaxprocs: negative count");
@@ -162,10 +179,13 @@ int gomaxprocs(int n) {
   }
   int cur = rt::nprocs();
   if (n == 0 || n == cur) return cur;
-  throw std::logic_error(
-      "goro::gomaxprocs(n): changing the number of Ps of a running runtime "
-      "needs stop-the-world, which is not implemented yet; set it with "
-      "goro::options or GOMAXPROCS before the runtime starts");
+  if (n > max_procs_public) n = max_procs_public;
+  // Stop the world, resize (Go's procresize: run queues, timers and G
+  // caches of removed Ps move, nothing is lost), start it again.
+  rt::stop_the_world();
+  cur = rt::nprocs();
+  rt::start_the_world(n);
+  return cur;
 }
 
 int num_cpu() { return rt::usable_cpus(); }

@@ -9,6 +9,7 @@
 #include "runtime/lock.hpp"
 #include "runtime/m.hpp"
 #include "runtime/p.hpp"
+#include "runtime/tls.hpp"
 
 namespace goro {
 struct options;
@@ -17,6 +18,7 @@ struct options;
 namespace goro::rt {
 
 void schedinit(const goro::options* opt);
+M* getm_for_extern();
 
 struct schedt {
   std::atomic<std::uint64_t> goidgen{0};
@@ -49,6 +51,16 @@ struct schedt {
   } gfree;
 
   std::atomic<bool> gcwaiting{false};  // stop-the-world requested
+  std::int32_t stopwait = 0;  // Ps still to stop (sched.lock)
+  note stopnote;              // the stopper sleeps here
+  // run() calls in progress (a main goroutine exists); deadlock detection
+  // is armed only then. main_goexited: a main goroutine called goexit.
+  std::atomic<std::int32_t> main_active{0};
+  std::atomic<bool> main_goexited{false};
+  // Plain threads that used the runtime, and how many of them are blocked
+  // in it now (a blocked plain thread counts like an idle M).
+  std::atomic<std::int32_t> nextern{0};
+  std::atomic<std::int32_t> nextern_blocked{0};
   // Time of the last netpoll; 0 while some M is blocked in netpoll (that
   // M is "the poller"). pollUntil: when the poller will wake by itself.
   std::atomic<std::int64_t> lastpoll{1};
@@ -106,6 +118,41 @@ void resetspinning();
 void newm(P* pp, bool spinning, std::int64_t id);
 std::int64_t mreserve_id();  // sched.lock held
 std::int32_t mcount();       // sched.lock held
+
+// --- syscalls (syscall.cpp), stop-the-world (stw.cpp), locked threads
+// (lockosthread.cpp), deadlock detection (checkdead.cpp) ---
+void entersyscall();
+void entersyscallblock();
+void exitsyscall();
+void handoffp(P* pp);
+// A P reached _Pgcstop for a pending stop-the-world (sched.lock held).
+void stw_p_stopped();
+void gcstopm();
+void stop_the_world();
+void start_the_world(std::int32_t newprocs);
+void stoplockedm();
+void startlockedm(G* gp);
+void incidlelocked(std::int32_t v);  // sched.lock held
+void checkdead();                    // sched.lock held
+// Plain-thread accounting for checkdead: a plain thread blocks in / leaves
+// a runtime primitive.
+// The waker calls extern_block_end, before waking the thread, so the
+// thread never looks blocked after it was released.
+void extern_block_begin();
+void extern_block_end();
+void note_extern_thread();
+inline void extern_touch() {
+  if (getm() == nullptr) note_extern_thread();
+}
+// A plain thread sleeps on n, counted as blocked in the runtime.
+inline void thread_park(note& n) {
+  extern_block_begin();
+  n.sleep();
+}
+inline void thread_unpark(note& n) {
+  extern_block_end();
+  n.wakeup();
+}
 
 // --- goroutine switch (park.cpp) ---
 // Switches from the running goroutine to the scheduler stack and calls

@@ -50,7 +50,7 @@ void schedtrace(bool detailed) {
       M* mp = pp->m.load(std::memory_order_relaxed);
       std::fprintf(stderr,
                    "  P%d: status=%u schedtick=%u syscalltick=%u m=", i,
-                   pp->status.load(), pp->schedtick.load(), pp->syscalltick);
+                   pp->status.load(), pp->schedtick.load(), pp->syscalltick.load());
       if (mp)
         std::fprintf(stderr, "%lld", (long long)mp->id);
       else

@@ -43,6 +43,12 @@ void resetspinning() {
 void schedule() {
   M* mp = getm();
   if (mp->locks != 0) fatal("schedule: holding locks");
+  if (mp->lockedg != nullptr) {
+    // A locked thread runs only its goroutine: wait until it is runnable.
+    stoplockedm();
+    execute(mp->lockedg, false);
+  }
+top:
   P* pp = mp->p;
   pp->preempt.store(false, std::memory_order_relaxed);
   if (mp->spinning && !runqempty(pp))
@@ -52,6 +58,11 @@ void schedule() {
   // This M is about to run a goroutine; if it was spinning, another M may
   // have to start spinning in its place.
   if (mp->spinning) resetspinning();
+  if (gp->lockedm != nullptr) {
+    // gp runs only on its own thread: hand it our P, then sleep.
+    startlockedm(gp);
+    goto top;
+  }
   execute(gp, inherit_time);
 }
 

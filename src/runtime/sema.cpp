@@ -84,9 +84,9 @@ void sudog_wake(sudog* s) {
   if (s->g != nullptr)
     goready(s->g);
   else if (s->wake_note != nullptr)
-    s->wake_note->wakeup();
+    thread_unpark(*s->wake_note);
   else
-    s->thread_wake.wakeup();
+    thread_unpark(s->thread_wake);
 }
 
 void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
@@ -112,7 +112,7 @@ void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
       gopark(unlock_root, &root, reason);
     } else {
       root.lock.unlock();
-      s.thread_wake.sleep();
+      thread_park(s.thread_wake);
       s.thread_wake.clear();
     }
     if (s.ticket != 0 || cansemacquire(addr)) return;
@@ -120,6 +120,7 @@ void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
 }
 
 void semrelease(std::uint32_t* addr, bool handoff) {
+  extern_touch();
   sema_root& root = semroot(addr);
   std::atomic_ref<std::uint32_t>(*addr).fetch_add(1);
   if (root.nwait.load() == 0) {  // nobody waits: no lock, no wake-up

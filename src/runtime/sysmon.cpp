@@ -7,6 +7,7 @@
 
 #include "runtime/nanotime.hpp"
 #include "runtime/preempt.hpp"
+#include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {
@@ -21,20 +22,45 @@ namespace {
 // slice) for too long; ask it to yield. Returns the number of Ps retaken
 // from syscalls (none yet), which is what resets sysmon's back-off.
 int retake(std::int64_t now) {
-  std::int32_t n = nprocs();
-  for (std::int32_t i = 0; i < n; i++) {
+  int n = 0;
+  std::int32_t np = nprocs();
+  for (std::int32_t i = 0; i < np; i++) {
     P* pp = allp[i];
-    std::uint32_t s = pp->status.load(std::memory_order_relaxed);
-    if (s != p_running && s != p_syscall) continue;
-    std::uint32_t t = pp->schedtick.load(std::memory_order_relaxed);
-    if (pp->sysmon_schedtick != t) {
-      pp->sysmon_schedtick = t;
-      pp->sysmon_schedwhen = now;
-    } else if (pp->sysmon_schedwhen + force_preempt_ns <= now) {
-      preemptone(pp);
+    std::uint32_t s = pp->status.load(std::memory_order_acquire);
+    bool sysretake = false;
+    if (s == p_running || s == p_syscall) {
+      std::uint32_t t = pp->schedtick.load(std::memory_order_relaxed);
+      if (pp->sysmon_schedtick != t) {
+        pp->sysmon_schedtick = t;
+        pp->sysmon_schedwhen = now;
+      } else if (pp->sysmon_schedwhen + force_preempt_ns <= now) {
+        preemptone(pp);
+        // In a syscall, preemptone does nothing: retake the P instead.
+        sysretake = true;
+      }
+    }
+    if (s != p_syscall) continue;
+    // A P in a syscall for a whole sysmon tick (>= 20 us)...
+    std::uint32_t t = pp->syscalltick.load(std::memory_order_relaxed);
+    if (!sysretake && pp->sysmon_syscalltick != t) {
+      pp->sysmon_syscalltick = t;
+      pp->sysmon_syscallwhen = now;
+      continue;
+    }
+    // ...is retaken only if useful: it has queued work, or nobody is
+    // spinning or idle to take new work, or it has been 10 ms (so sysmon
+    // can go to deep sleep).
+    if (runqempty(pp) && sched.nmspinning.load() + sched.npidle.load() > 0 &&
+        pp->sysmon_syscallwhen + 10 * 1000 * 1000 > now)
+      continue;
+    std::uint32_t expect = p_syscall;
+    if (pp->status.compare_exchange_strong(expect, p_idle)) {
+      n++;
+      pp->syscalltick.store(t + 1, std::memory_order_relaxed);
+      handoffp(pp);
     }
   }
-  return 0;
+  return n;
 }
 
 void* sysmon(void*) {

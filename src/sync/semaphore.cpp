@@ -87,7 +87,7 @@ void semaphore::acquire(std::int64_t n) {
     rt::gopark(unlock_state, st, rt::wait_reason::semacquire);
   } else {
     st->lock.unlock();
-    w.s.thread_wake.sleep();
+    rt::thread_park(w.s.thread_wake);
   }
   // Woken only by release(), which has already counted our units as held.
 }

@@ -1,0 +1,122 @@
+// checkdead.cpp: deadlock detection (Go's checkdead).
+//
+// Counted in threads, not goroutines: if no M is running (all idle, idle
+// while locked, or system threads like sysmon) and no plain thread that
+// uses the runtime is outside it, nothing can ever make progress, unless a
+// timer is pending. Then, if goroutines still wait: "all goroutines are
+// asleep - deadlock!"; if none is left because main called goexit: "no
+// goroutines (main called goro::goexit) - deadlock!". Detection is armed
+// while a goro::run is in progress (a library runtime idles legitimately
+// otherwise).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
+
+namespace goro::rt {
+
+namespace {
+
+// A plain thread that used the runtime counts in nextern until it exits.
+struct extern_registration {
+  bool counted = false;
+  ~extern_registration() {
+    if (counted) sched.nextern.fetch_sub(1);
+  }
+};
+thread_local extern_registration extern_reg;
+
+struct gcount {
+  int waiting = 0;
+  int running = 0;
+};
+
+void count_g(G* gp, void* arg) {
+  auto* c = static_cast<gcount*>(arg);
+  switch (readgstatus(gp)) {
+    case g_waiting:
+    case g_preempted:
+      c->waiting++;
+      break;
+    case g_runnable:
+    case g_running:
+    case g_syscall:
+      c->running++;
+      break;
+    default:
+      break;
+  }
+}
+
+// Threads in this process (the num_threads field of /proc/self/stat), or
+// -1 if unknown.
+int os_thread_count() {
+  FILE* f = std::fopen("/proc/self/stat", "r");
+  if (f == nullptr) return -1;
+  char buf[1024];
+  std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // The command name (field 2) may contain spaces; skip past its ')'.
+  const char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return -1;
+  int field = 2;
+  for (; *p && field < 20; p++)
+    if (*p == ' ') field++;
+  return std::atoi(p);
+}
+
+}  // namespace
+
+void note_extern_thread() {
+  if (!extern_reg.counted) {
+    extern_reg.counted = true;
+    sched.nextern.fetch_add(1);
+  }
+}
+
+void extern_block_begin() {
+  note_extern_thread();
+  sched.nextern_blocked.fetch_add(1);
+  // This thread might have been the last thing running.
+  lock_guard lk(sched.lock);
+  checkdead();
+}
+
+void extern_block_end() { sched.nextern_blocked.fetch_sub(1); }
+
+void checkdead() {
+  if (sched.main_active.load() == 0) return;
+  // Plain threads (beyond those blocked in the runtime) may still act.
+  if (sched.nextern.load() != sched.nextern_blocked.load()) return;
+  std::int32_t run = mcount() - sched.nmidle - sched.nmidlelocked - sched.nmsys;
+  if (run > 0) return;
+  if (run < 0)
+    fatalf("checkdead: inconsistent counts run=%d nmidle=%d nmidlelocked=%d "
+           "mcount=%d nmsys=%d",
+           run, sched.nmidle, sched.nmidlelocked, mcount(), sched.nmsys);
+  gcount c;
+  forallg(count_g, &c);
+  if (c.running > 0) return;  // being handed between threads right now
+  if (c.waiting == 0) {
+    if (sched.main_goexited.load()) {
+      sched.lock.unlock();
+      fatal("no goroutines (main called goro::goexit) - deadlock!");
+    }
+    return;
+  }
+  // A pending timer will wake someone.
+  for (std::int32_t i = 0; i < nprocs(); i++)
+    if (allp[i]->tm.min_when.load() != 0) return;
+  // A thread the runtime does not know about (one that has not used it
+  // yet, or never will) might still send, close or spawn: only threads
+  // that are Ms or plain threads blocked in the runtime may exist.
+  int threads = os_thread_count();
+  if (threads < 0 || threads > mcount() + sched.nextern_blocked.load()) return;
+  sched.lock.unlock();
+  fatal("all goroutines are asleep - deadlock!");
+}
+
+}  // namespace goro::rt
