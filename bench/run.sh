@@ -3,10 +3,10 @@
 #
 # Builds the C++ workloads (target goro_bench, in the CMake build directory)
 # and their Go twins (bench/go, `go build`, standard library only), then runs
-# every workload at each GOMAXPROCS, goro and Go interleaved
-# (warm-up goro, warm-up go, goro, go, goro, go, ...), one process per run,
-# and prints median, min..max and the goro/Go ratio of the medians, plus a
-# CSV file. Statistics are done by bench_report (bench/report.cpp).
+# every workload at each GOMAXPROCS, goro and Go interleaved (per workload:
+# warm-up round, then rounds of P=1 goro, P=1 go, P=2 goro, P=2 go), one
+# process per run, and prints median, min..max and the goro/Go ratio of the
+# medians, plus a CSV file. Statistics are done by bench_report (bench/report.cpp).
 #
 # usage: bench/run.sh [options] [workload ...]
 #   -n, --runs N        measured runs per runtime and cell   (BENCH_RUNS, 5)
@@ -153,7 +153,7 @@ goro vs Go — side-by-side scheduler benchmarks, $(date -u '+%Y-%m-%d %H:%M UTC
 host:      nproc $(nproc), kernel $(uname -r), $CPU, $MEM, load $(cut -d' ' -f1-3 /proc/loadavg)
 go:        $GO_VERSION
 goro:      build ${BUILD_TYPE:-?} in $BUILD_DIR, ${CXX_VERSION:-compiler ?}
-runs:      $WARMUP warm-up + $RUNS measured per workload, GOMAXPROCS and runtime, interleaved goro/go, one process each, timeout ${TIMEOUT}s
+runs:      $WARMUP warm-up + $RUNS measured per workload, GOMAXPROCS and runtime; rounds interleave P and goro/go; one process each; timeout ${TIMEOUT}s
 procs:     GOMAXPROCS = $PROCS
 workloads: $WORKLOADS
 EOF
@@ -181,7 +181,8 @@ run_one() {
   local rt=$1 procs=$2 run=$3 wl=$4 bin log rc reason
   if [ "$rt" = goro ]; then bin=$GORO_BIN; else bin=$GO_BIN; fi
   log=$TMP/out
-  GOMAXPROCS=$procs timeout -s QUIT -k 10 "$TIMEOUT" "$bin" "$wl" >"$log" 2>&1
+  # (in a subshell, so a "Killed" notice goes to the log, not the terminal)
+  (GOMAXPROCS=$procs timeout -s QUIT -k 10 "$TIMEOUT" "$bin" "$wl"; exit $?) >"$log" 2>&1
   rc=$?
   reason=""
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
@@ -193,7 +194,13 @@ run_one() {
   fi
   if [ -n "$reason" ]; then
     local keep=$OUT/logs/$rt-P$procs-$wl-run$run.log
-    cp "$log" "$keep"
+    # Goroutine dumps of a million goroutines are huge: keep head and tail.
+    if [ "$(stat -c %s "$log")" -gt 2097152 ]; then
+      { head -c 1048576 "$log"; printf '\n... (%s bytes cut) ...\n' "$(stat -c %s "$log")"
+        tail -c 262144 "$log"; } >"$keep"
+    else
+      cp "$log" "$keep"
+    fi
     echo "FAIL $rt $procs $run $wl $reason" >>"$RAW"
     LAST_SUMMARY="FAILED: $reason (log: $keep)"
     return 1
@@ -212,26 +219,30 @@ RUNTIMES=""
 [ "$DO_GO" = 1 ] && RUNTIMES="$RUNTIMES go"
 
 START=$(date +%s)
-for procs in $PROCS; do
-  for wl in $WORKLOADS; do
-    declare -A failed=()
-    for run in $(seq $((1 - WARMUP)) "$RUNS"); do
-      if [ "$run" -le 0 ]; then label="warm-up"; else label="run $run/$RUNS"; fi
+# Interleaved at every level that a ratio is taken over: per workload, each
+# round runs every GOMAXPROCS value and, within it, goro then Go, so slow
+# drifts of the machine (other load, frequency) hit all cells alike.
+for wl in $WORKLOADS; do
+  declare -A failed=()
+  for run in $(seq $((1 - WARMUP)) "$RUNS"); do
+    if [ "$run" -le 0 ]; then label="warm-up"; else label="run $run/$RUNS"; fi
+    for procs in $PROCS; do
       for rt in $RUNTIMES; do
-        # Stop a runtime in this cell after a failed warm-up or 2 failed runs.
-        if [ "${failed[$rt]:-0}" -ge 2 ]; then continue; fi
+        # Stop a cell (runtime, P) after a failed warm-up or 2 failed runs.
+        cell="$rt:$procs"
+        if [ "${failed[$cell]:-0}" -ge 2 ]; then continue; fi
         if run_one "$rt" "$procs" "$run" "$wl"; then
           :
         elif [ "$run" -le 0 ]; then
-          failed[$rt]=2
+          failed[$cell]=2
         else
-          failed[$rt]=$(( ${failed[$rt]:-0} + 1 ))
+          failed[$cell]=$(( ${failed[$cell]:-0} + 1 ))
         fi
-        printf '  P=%s %-14s %-9s %-4s %s\n' "$procs" "$wl" "$label" "$rt" "$LAST_SUMMARY" >&2
+        printf '  %-14s %-9s P=%s %-4s %s\n' "$wl" "$label" "$procs" "$rt" "$LAST_SUMMARY" >&2
       done
     done
-    unset failed
   done
+  unset failed
 done
 say "  (runs took $(( $(date +%s) - START )) s)"
 
