@@ -78,6 +78,9 @@ struct G {
   std::atomic<bool> preempt{false};
   bool goexiting = false;     // goexit's forced unwinding is in progress
   bool goexit_caught = false;  // the goroutine entry consumed it
+  // The stack's pages were returned to the OS while the G sat in the global
+  // free list (sysmon); cleared when a goroutine uses it again.
+  bool stack_scavenged = false;
   std::int64_t waitsince = 0;
   // The goroutine's function (a closure at the top of its stack).
   void (*entry)(void*) = nullptr;

@@ -48,6 +48,7 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
     gp = malg(stack_size);
   }
   san_reuse_stack(gp);
+  gp->stack_scavenged = false;
   std::uintptr_t top = gp->stk.hi;
   std::uintptr_t storage = (top - size) & ~(std::uintptr_t(align) - 1);
   if (size > (gp->stk.hi - gp->stk.lo) / max_closure_fraction) {

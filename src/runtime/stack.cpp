@@ -341,6 +341,44 @@ void stackfree(G* gp) {
   gnostack.push(gp);
 }
 
+std::size_t scavenge_stacks() {
+  // Take unscavenged Gs off the global free list in batches, release
+  // their pages outside the lock (madvise is a syscall), put them back.
+  // Per-P free lists are left alone: they are small and hot.
+  std::size_t released = 0;
+  for (;;) {
+    G* batch[128];
+    std::size_t n = 0;
+    {
+      lock_guard lk(sched.gfree.lock);
+      g_list keep;
+      while (n < 128) {
+        G* gp = sched.gfree.list.pop();
+        if (gp == nullptr) break;
+        if (gp->stack_scavenged)
+          keep.push(gp);
+        else
+          batch[n++] = gp;
+      }
+      while (G* gp = keep.pop()) sched.gfree.list.push(gp);
+      sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    }
+    if (n == 0) return released;
+    for (std::size_t i = 0; i < n; i++) {
+      G* gp = batch[i];
+      // Canary stacks keep their canary words in the (unprotected) guard
+      // page, below lo: DONTNEED only [lo, hi).
+      madvise(reinterpret_cast<void*>(gp->stk.lo), gp->stk.hi - gp->stk.lo,
+              MADV_DONTNEED);
+      gp->stack_scavenged = true;
+    }
+    released += n;
+    lock_guard lk(sched.gfree.lock);
+    for (std::size_t i = 0; i < n; i++) sched.gfree.list.push(batch[i]);
+    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+  }
+}
+
 void stack_check_canary(G* gp) {
   auto* lo = reinterpret_cast<std::uint64_t*>(gp->stk.map_base);
   auto* hi = reinterpret_cast<std::uint64_t*>(gp->stk.lo) - 1;

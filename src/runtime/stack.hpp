@@ -44,6 +44,9 @@ const char* guard_name(guard_kind k);
 G* malg(std::size_t size);
 // Releases the stack of a G that will not be reused (the G dies with it).
 void stackfree(G* gp);
+// Returns the stack memory of dead Gs idling in the global free list to
+// the OS (sysmon calls it). Returns the number of stacks released.
+std::size_t scavenge_stacks();
 // Checks the canary of a canary-guarded stack; fatal on overflow.
 void stack_check_canary(G* gp);
 

@@ -9,6 +9,7 @@
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/stack.hpp"
 
 namespace goro::rt {
 
@@ -63,8 +64,13 @@ int retake(std::int64_t now) {
   return n;
 }
 
+// Idle stacks are returned to the OS once a second (and before sysmon's
+// deep sleep), so a burst of deep goroutines does not pin memory forever.
+constexpr std::int64_t scavenge_period = 1000LL * 1000 * 1000;
+
 void* sysmon(void*) {
   std::int64_t lasttrace = 0;
+  std::int64_t lastscavenge = nanotime();
   int idle = 0;  // rounds in which sysmon found nothing to do
   std::int64_t delay = 0;
   for (;;) {
@@ -79,6 +85,8 @@ void* sysmon(void*) {
     if (debug.schedtrace <= 0 && sched.npidle.load() == nprocs()) {
       // Everything is idle: sleep deeply until startm wakes us (Go's
       // sysmonwait), instead of polling every 10 ms.
+      scavenge_stacks();
+      lastscavenge = now;
       sched.lock.lock();
       if (sched.npidle.load() == nprocs()) {
         sysmonwait.store(true);
@@ -97,6 +105,10 @@ void* sysmon(void*) {
       idle = 0;
     else
       idle++;
+    if (now - lastscavenge >= scavenge_period) {
+      lastscavenge = now;
+      scavenge_stacks();
+    }
     if (debug.schedtrace > 0 &&
         lasttrace + std::int64_t(debug.schedtrace) * 1000000 <= now) {
       lasttrace = now;
