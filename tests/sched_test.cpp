@@ -28,16 +28,6 @@
 #include <thread>
 #include <vector>
 
-// std::ref arguments (as std::thread accepts them). Off until
-// goro::detail::bind_call stops unwrapping reference_wrapper: it stores the
-// arguments with std::make_tuple, which turns std::ref(x) into an int&
-// member, and then invokes with std::move(a) (an int&&), which cannot bind
-// to the callee's int& parameter: a compile error. std::thread stores
-// std::decay_t<Args> (the reference_wrapper itself); see the test report.
-#ifndef GORO_TEST_REF_WRAPPER_ARGS
-#define GORO_TEST_REF_WRAPPER_ARGS 0
-#endif
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -110,7 +100,9 @@ TEST(Run, ConcurrentRunsFromTwoThreads) {
 TEST(Parallelism, AllProcsRunAtOnce) {
   const int P = procs();
   if (P < 2) GTEST_SKIP() << "gomaxprocs() = " << P << " < 2";
-  const int tries = scaled(10, 3);
+  // More Ps than CPUs: every hand-off waits for the OS to schedule the
+  // next thread, so fewer rounds keep the test short.
+  const int tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
   deadline limit(10s);
   std::atomic<bool> gave_up{false};
   int completed = 0;
@@ -152,7 +144,9 @@ TEST(Parallelism, AllProcsRunAtOnce) {
 TEST(Parallelism, NestedSpawnReachesAllProcs) {
   const int P = procs();
   if (P < 2) GTEST_SKIP() << "gomaxprocs() = " << P << " < 2";
-  const int tries = scaled(10, 3);
+  // More Ps than CPUs: every hand-off waits for the OS to schedule the
+  // next thread, so fewer rounds keep the test short.
+  const int tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
   deadline limit(10s);
   std::atomic<bool> gave_up{false};
   goro::run([&] {
@@ -188,7 +182,7 @@ TEST(Parallelism, NestedSpawnReachesAllProcs) {
 // Many goroutines
 
 TEST(Spawn, OneMillionGoroutines) {
-  const std::int64_t n = scaled<std::int64_t>(1000000, 100000);
+  const std::int64_t n = scaled<std::int64_t>(1000000, 100000, 30000);
   std::atomic<std::int64_t> count{0};
   goro::run([&] {
     goro::wait_group wg;
@@ -223,7 +217,7 @@ void tree(int depth, std::atomic<std::int64_t>& leaves) {
 }
 
 TEST(Spawn, GoroutineTree) {
-  const int depth = scaled(16, 13);
+  const int depth = scaled(16, 13, 11);
   std::atomic<std::int64_t> leaves{0};
   goro::run([&] { tree(depth, leaves); });
   EXPECT_EQ(leaves.load(), std::int64_t{1} << depth);
@@ -232,7 +226,7 @@ TEST(Spawn, GoroutineTree) {
 // go() from plain threads (no run() needed: the first go() starts the
 // runtime); a plain thread waiting on a wait_group blocks the thread.
 TEST(Spawn, FromFourPlainThreads) {
-  const int per_thread = scaled(25000, 2500);
+  const int per_thread = scaled(25000, 2500, 1000);
   const int nthreads = 4;
   std::atomic<int> count{0};
   std::atomic<int> zero_ids{0};
@@ -347,8 +341,9 @@ TEST(Introspection, NumGoroutineCountsLiveGoroutines) {
     after = goro::num_goroutine();
   });
   EXPECT_GE(baseline, 1);
+  // (Not baseline + n: the baseline may still count a goroutine of an
+  // earlier test that was just finishing.)
   EXPECT_GE(while_blocked, n + 1) << "baseline " << baseline;
-  EXPECT_GE(while_blocked, baseline + n);
   EXPECT_TRUE(drained) << "num_goroutine stayed at " << after << " (baseline "
                        << baseline << ")";
 }
@@ -425,14 +420,13 @@ TEST(Gosched, PlainThreadReturns) {
 // them.
 struct migrator {
   bool single_p = goro::gomaxprocs() < 2;
-  void start() {}
-  void finish() {}
   void park_once() {
     goro::wait_group reply;
     reply.add(1);
     std::atomic<int> state{0};  // 1: waker running, 2: caller about to park
     goro::go([&] {
-      state.store(1);
+      int fresh = 0;  // with one P the caller is already parked (state 2)
+      state.compare_exchange_strong(fresh, 1);
       deadline d(100ms);
       while (state.load() != 2 && !d.passed()) {
       }
@@ -462,7 +456,6 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
   bool current_cleared = false;
   goro::run([&] {
     migrator m;
-    m.start();
     try {
       throw std::runtime_error("boom");
     } catch (const std::runtime_error& e) {
@@ -483,7 +476,6 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
     }
     current_cleared = std::current_exception() == nullptr;
     uncaught_after = std::uncaught_exceptions();
-    m.finish();
   });
   if (!moved) {
     std::printf("note: the goroutine never changed OS thread (gomaxprocs=%d)\n",
@@ -504,7 +496,6 @@ TEST(Exceptions, CatchBlockMigratesThreads) {
   bool moved = false, ok = false;
   goro::run([&] {
     migrator m;
-    m.start();
     try {
       throw 17;
     } catch (int v) {
@@ -519,7 +510,6 @@ TEST(Exceptions, CatchBlockMigratesThreads) {
         ok = v == 17 && w == 17;
       }
     }
-    m.finish();
   });
   EXPECT_TRUE(ok);
   if (!moved) std::printf("note: no migration observed in 200 parks\n");
@@ -551,13 +541,11 @@ TEST(Exceptions, ThrownBeforeParkCaughtAfter) {
   std::string caught;
   goro::run([&] {
     migrator m;
-    m.start();
     try {
       throw_through_parking_destructor(m, uncaught_before, uncaught_after);
     } catch (const std::out_of_range& e) {
       caught = e.what();
     }
-    m.finish();
   });
   EXPECT_EQ(caught, "in flight");
   EXPECT_EQ(uncaught_before, 1);
@@ -569,7 +557,6 @@ TEST(Exceptions, ExceptionPtrRethrownAfterPark) {
   std::string caught;
   goro::run([&] {
     migrator m;
-    m.start();
     std::exception_ptr ep;
     try {
       throw std::logic_error("saved");
@@ -582,7 +569,6 @@ TEST(Exceptions, ExceptionPtrRethrownAfterPark) {
     } catch (const std::logic_error& e) {
       caught = e.what();
     }
-    m.finish();
   });
   EXPECT_EQ(caught, "saved");
 }
@@ -959,17 +945,12 @@ TEST(Go, ArgumentsAreCopiedOrMoved) {
           wg.done();
         },
         1, 2L, 3.0);
-#if GORO_TEST_REF_WRAPPER_ARGS
     goro::go(
         [&](int& r) {
           r = 99;
           wg.done();
         },
         std::ref(by_ref));
-#else
-    by_ref = 99;
-    wg.done();
-#endif
     wg.wait();
   });
   EXPECT_EQ(copied_seen, "before");
@@ -1044,7 +1025,9 @@ TEST(Go, PerGoroutineStackSize) {
 
 // Many goroutines with small stacks, parked at once.
 TEST(Go, ManySmallStacks) {
-  const int n = scaled(20000, 5000);
+  // Non-default stacks each carry their own TSan fiber: stay far below
+  // TSan's 8128-thread limit.
+  const int n = scaled(20000, 5000, 1000);
   std::atomic<int> ran{0};
   goro::run([&] {
     goro::wait_group started, gate, all;

@@ -21,6 +21,9 @@
 #include <string>
 #include <thread>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define GORO_TEST_SANITIZED 1
 #elif defined(__has_feature)
@@ -57,6 +60,13 @@ constexpr T live_scaled(T normal, T sanitized) {
 template <class T>
 constexpr T scaled(T normal, T sanitized) {
   return GORO_TEST_SANITIZED ? sanitized : normal;
+}
+
+// n normally, `asan` under ASan (or any sanitizer but TSan), `tsan` under
+// TSan, which is several times slower again for switch-heavy tests.
+template <class T>
+constexpr T scaled(T normal, T asan, T tsan) {
+  return GORO_TEST_TSAN ? tsan : (GORO_TEST_SANITIZED ? asan : normal);
 }
 
 using clock = std::chrono::steady_clock;
@@ -122,6 +132,22 @@ class watchdog : public ::testing::EmptyTestEventListener {
  private:
   watchdog_state* st_;
 };
+
+// gtest does not forward test events to listeners inside a death-test
+// child, so children get their own watchdog: after `limit` the process
+// leaves with status 3 through the raw exit_group system call (a sanitizer's
+// _exit interceptor may itself be stuck when the runtime has wedged it).
+inline void arm_child_watchdog(std::chrono::seconds limit) {
+  std::thread([limit] {
+    std::this_thread::sleep_for(limit);
+    static const char msg[] =
+        "\n[watchdog] death-test child still running: probable hang; "
+        "exiting with status 3\n";
+    ssize_t r = ::write(2, msg, sizeof msg - 1);
+    (void)r;
+    ::syscall(SYS_exit_group, 3);
+  }).detach();
+}
 
 inline bool install_watchdog() {
   ::testing::UnitTest::GetInstance()->listeners().Append(new watchdog);
