@@ -170,7 +170,7 @@ std::size_t select(Cases&&... cases) {
   static_assert(ndefault <= 1, "goro::select: at most one case_default()");
   constexpr std::size_t nch = n - ndefault;
   detail::scase sc[nch == 0 ? 1 : nch];
-  std::size_t arg_index[nch == 0 ? 1 : nch];
+  std::size_t arg_index[nch == 0 ? 1 : nch] = {};
   std::size_t default_index = n;
   std::size_t k = 0, i = 0;
   (

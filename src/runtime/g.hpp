@@ -81,6 +81,9 @@ struct G {
   // The stack's pages were returned to the OS while the G sat in the global
   // free list (sysmon); cleared when a goroutine uses it again.
   bool stack_scavenged = false;
+  // Nesting depth of goro::blocking regions (only the outermost one does
+  // entersyscall/exitsyscall).
+  std::uint32_t syscall_depth = 0;
   std::int64_t waitsince = 0;
   // The goroutine's function (a closure at the top of its stack).
   void (*entry)(void*) = nullptr;

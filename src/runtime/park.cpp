@@ -93,6 +93,7 @@ void mcall_dying(void (*fn)(void*)) { mcall_impl(fn, true); }
 void mcall_impl_public(void (*fn)(void*)) { mcall_impl(fn, false); }
 
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
+  syscall_suspend sys(getg());
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
   mp->waitunlockf = unlockf;
@@ -123,6 +124,7 @@ void goyield() {
     sched_yield();
     return;
   }
+  syscall_suspend sys(getg());
   mcall_impl(goyield_m, false);
 }
 
@@ -160,6 +162,7 @@ void gosched() {
     sched_yield();
     return;
   }
+  syscall_suspend sys(getg());
   mcall_impl(gosched_m, false);
 }
 

@@ -37,6 +37,7 @@ void gopreempt() {
   G* gp = getg();
   if (gp == nullptr) return;
   gp->preempt.store(false, std::memory_order_relaxed);
+  syscall_suspend sys(gp);
   mcall_impl_public(gopreempt_m);
 }
 

@@ -58,6 +58,8 @@ void parse_debug() {
   }
 }
 
+}  // namespace
+
 int env_int(const char* name) {
   const char* e = std::getenv(name);
   if (e == nullptr || *e == 0) return 0;
@@ -66,8 +68,6 @@ int env_int(const char* name) {
   if (*end != 0 || v <= 0) return 0;
   return int(v);
 }
-
-}  // namespace
 
 void schedinit(const goro::options* opt) {
   runtime_init_time = nanotime();
@@ -171,11 +171,19 @@ constexpr int max_procs_public = 1024;
 int gomaxprocs(int n) {
   if (n < 0) throw std::invalid_argument("goro::gomaxprocs: negative count");
   if (!rt::runtime_started.load(std::memory_order_acquire)) {
+    if (n == 0) {
+      detail::ensure_started(nullptr);
+      return rt::nprocs();
+    }
+    // The previous setting is what the runtime would have started with.
+    int prev = rt::env_int("GOMAXPROCS");
+    if (prev == 0) prev = rt::default_gomaxprocs();
     options o;
     o.gomaxprocs = n;
     // Not started yet: start it with n Ps (unless another thread wins
     // the race to start it; then the checks below apply).
-    detail::ensure_started(n > 0 ? &o : nullptr);
+    detail::ensure_started(&o);
+    if (rt::nprocs() == n) return prev;
   }
   int cur = rt::nprocs();
   if (n == 0 || n == cur) return cur;

@@ -125,6 +125,20 @@ void entersyscall();
 void entersyscallblock();
 void exitsyscall();
 void handoffp(P* pp);
+// A goroutine that parks or yields inside a goro::blocking region leaves
+// the syscall state for the switch and re-enters it after resuming.
+struct syscall_suspend {
+  bool active;
+  explicit syscall_suspend(G* gp)
+      : active(gp != nullptr && readgstatus(gp) == g_syscall) {
+    if (active) exitsyscall();
+  }
+  ~syscall_suspend() {
+    if (active) entersyscall();
+  }
+  syscall_suspend(const syscall_suspend&) = delete;
+  syscall_suspend& operator=(const syscall_suspend&) = delete;
+};
 // A P reached _Pgcstop for a pending stop-the-world (sched.lock held).
 void stw_p_stopped();
 void gcstopm();
@@ -199,6 +213,7 @@ extern std::int64_t runtime_init_time;
 void sysmon_start();
 // Wakes sysmon from its all-idle deep sleep (called when work starts).
 void sysmon_wake_if_waiting();
+extern std::atomic<bool> sysmonwait;
 void schedtrace(bool detailed);
 int default_gomaxprocs();
 int usable_cpus();

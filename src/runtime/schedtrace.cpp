@@ -1,5 +1,6 @@
 // schedtrace.cpp: GORO_DEBUG=schedtrace=N[,scheddetail=1] output, field
 // for field as Go 1.21+ prints it (proc.go schedtrace).
+#include <cstdarg>
 #include <cstdio>
 #include <string>
 
@@ -9,29 +10,55 @@
 
 namespace goro::rt {
 
+void schedtrace_locked(bool detailed, std::int64_t now);
+
 namespace {
+
+// The trace is built in a buffer and written with one call, so its lines
+// do not interleave with other output on stderr.
+std::string* out = nullptr;
+
+__attribute__((format(printf, 2, 3))) int trace_printf(FILE*, const char* fmt,
+                                                       ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (out != nullptr && n > 0)
+    out->append(buf, std::size_t(n) < sizeof buf ? std::size_t(n) : sizeof buf - 1);
+  return n;
+}
 
 void print_g(G* gp, void*) {
   std::uint32_t st = readgstatus(gp);
   if (st == g_dead) return;
   M* mp = gp->m;
-  std::fprintf(stderr, "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid,
+  trace_printf(stderr, "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid,
                st, st == g_waiting ? wait_reason_string(gp->waitreason) : "");
   if (mp)
-    std::fprintf(stderr, "%lld", (long long)mp->id);
+    trace_printf(stderr, "%lld", (long long)mp->id);
   else
-    std::fprintf(stderr, "nil");
-  std::fprintf(stderr, " lockedm=nil\n");
+    trace_printf(stderr, "nil");
+  trace_printf(stderr, " lockedm=nil\n");
 }
 
 }  // namespace
 
 void schedtrace(bool detailed) {
   std::int64_t now = nanotime();
-  std::string line;
+  std::string text;
+  out = &text;
+  schedtrace_locked(detailed, now);
+  out = nullptr;
+  std::fwrite(text.data(), 1, text.size(), stderr);
+  std::fflush(stderr);
+}
+
+void schedtrace_locked(bool detailed, std::int64_t now) {
   lock_guard lk(sched.lock);
   std::int32_t n = nprocs();
-  std::fprintf(stderr,
+  trace_printf(stderr,
                "SCHED %lldms: gomaxprocs=%d idleprocs=%d threads=%d "
                "spinningthreads=%d needspinning=%u idlethreads=%d "
                "runqueue=%d",
@@ -39,7 +66,7 @@ void schedtrace(bool detailed) {
                sched.npidle.load(), mcount(), sched.nmspinning.load(),
                sched.needspinning.load(), sched.nmidle, sched.runq.size);
   if (detailed) {
-    std::fprintf(stderr,
+    trace_printf(stderr,
                  " gcwaiting=%s nmidlelocked=%d stopwait=0 sysmonwait=false\n",
                  sched.gcwaiting.load() ? "true" : "false", sched.nmidlelocked);
   }
@@ -48,45 +75,43 @@ void schedtrace(bool detailed) {
     std::uint32_t len = runqlen(pp);
     if (detailed) {
       M* mp = pp->m.load(std::memory_order_relaxed);
-      std::fprintf(stderr,
+      trace_printf(stderr,
                    "  P%d: status=%u schedtick=%u syscalltick=%u m=", i,
                    pp->status.load(), pp->schedtick.load(), pp->syscalltick.load());
       if (mp)
-        std::fprintf(stderr, "%lld", (long long)mp->id);
+        trace_printf(stderr, "%lld", (long long)mp->id);
       else
-        std::fprintf(stderr, "nil");
-      std::fprintf(stderr, " runqsize=%u gfreecnt=%d timerslen=0\n", len,
+        trace_printf(stderr, "nil");
+      trace_printf(stderr, " runqsize=%u gfreecnt=%d timerslen=0\n", len,
                    pp->gfree.size);
     } else {
-      std::fprintf(stderr, "%s%u", i == 0 ? " [" : " ", len);
-      if (i == n - 1) std::fprintf(stderr, "]\n");
+      trace_printf(stderr, "%s%u", i == 0 ? " [" : " ", len);
+      if (i == n - 1) trace_printf(stderr, "]\n");
     }
   }
   if (!detailed) {
-    if (n == 0) std::fprintf(stderr, " []\n");
-    std::fflush(stderr);
+    if (n == 0) trace_printf(stderr, " []\n");
     return;
   }
   for (M* mp = allm; mp; mp = mp->alllink) {
     P* pp = mp->p;
-    std::fprintf(stderr, "  M%lld: p=", (long long)mp->id);
+    trace_printf(stderr, "  M%lld: p=", (long long)mp->id);
     if (pp)
-      std::fprintf(stderr, "%d", pp->id);
+      trace_printf(stderr, "%d", pp->id);
     else
-      std::fprintf(stderr, "nil");
-    std::fprintf(stderr, " curg=");
+      trace_printf(stderr, "nil");
+    trace_printf(stderr, " curg=");
     if (G* gp = mp->curg.load())
-      std::fprintf(stderr, "%llu", (unsigned long long)gp->goid);
+      trace_printf(stderr, "%llu", (unsigned long long)gp->goid);
     else
-      std::fprintf(stderr, "nil");
-    std::fprintf(stderr,
+      trace_printf(stderr, "nil");
+    trace_printf(stderr,
                  " mallocing=0 throwing=0 preemptoff= locks=%d dying=0 "
                  "spinning=%s blocked=%s lockedg=nil\n",
                  mp->locks, mp->spinning ? "true" : "false",
                  mp->blocked ? "true" : "false");
   }
   forallg(print_g, nullptr);
-  std::fflush(stderr);
 }
 
 }  // namespace goro::rt

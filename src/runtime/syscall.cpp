@@ -120,6 +120,7 @@ bool exitsyscallfast(P* oldp) {
 }  // namespace
 
 void entersyscall() {
+  sysmon_wake_if_waiting();  // sysmon must watch this P (Go's entersyscall_sysmon)
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
   P* pp = mp->p;
@@ -175,6 +176,7 @@ blocking_scope::blocking_scope(bool long_call) {
   rt::G* gp = rt::getg();
   active_ = gp != nullptr;
   if (!active_) return;
+  if (gp->syscall_depth++ != 0) return;  // nested: the outer region rules
   if (long_call)
     rt::entersyscallblock();
   else
@@ -182,7 +184,9 @@ blocking_scope::blocking_scope(bool long_call) {
 }
 
 blocking_scope::~blocking_scope() {
-  if (active_) rt::exitsyscall();
+  if (!active_) return;
+  rt::G* gp = rt::getg();
+  if (--gp->syscall_depth == 0) rt::exitsyscall();
 }
 
 int set_max_threads(int n) {

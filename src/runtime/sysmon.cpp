@@ -1,7 +1,7 @@
 // sysmon.cpp: the system monitor, a thread without a P (Go's sysmon).
-// It asks goroutines that have run a whole time slice (10 ms) to yield and
-// prints schedtrace. Retaking Ps from syscalls and returning idle stack
-// memory come with the syscall issue.
+// It asks goroutines that have run a whole time slice (10 ms) to yield,
+// retakes Ps from threads blocked in syscalls, returns idle stack memory to
+// the OS, prints schedtrace, and retries deadlock detection while idle.
 #include <pthread.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/timers.hpp"
 
 namespace goro::rt {
 
@@ -21,7 +22,7 @@ namespace {
 // Go's retake, the time-slice part: a P whose schedtick has not moved for
 // a whole time slice runs one goroutine (or a runnext chain sharing one
 // slice) for too long; ask it to yield. Returns the number of Ps retaken
-// from syscalls (none yet), which is what resets sysmon's back-off.
+// from syscalls, which is what resets sysmon's back-off.
 int retake(std::int64_t now) {
   int n = 0;
   std::int32_t np = nprocs();
@@ -91,7 +92,16 @@ void* sysmon(void*) {
       if (sched.npidle.load() == nprocs()) {
         sysmonwait.store(true);
         sched.lock.unlock();
-        sysmonnote.tsleep(60LL * 1000 * 1000 * 1000);
+        // Sleep until the next timer (work resumes then) but at most
+        // 100 ms while a goro::run is active, so deadlock detection is
+        // retried (e.g. after a foreign thread exits), else a minute.
+        std::int64_t sleep = sched.main_active.load() > 0
+                                 ? 100LL * 1000 * 1000
+                                 : 60LL * 1000 * 1000 * 1000;
+        std::int64_t next = timer_sleep_until();
+        if (next != 0 && next - now < sleep) sleep = next - now > 0 ? next - now : 0;
+        bool woken = sysmonnote.tsleep(sleep);
+        if (!woken && sched.main_active.load() > 0) checkdead();
         sched.lock.lock();
         sysmonwait.store(false);
         sysmonnote.clear();
@@ -121,13 +131,13 @@ void* sysmon(void*) {
 }  // namespace
 
 void sysmon_wake_if_waiting() {
-  if (sysmonwait.load(std::memory_order_relaxed)) {
-    lock_guard lk(sched.lock);
-    if (sysmonwait.load()) {
-      sysmonwait.store(false);
-      sysmonnote.wakeup();
-    }
-  }
+  // Lock-free (callers may hold sched.lock): whoever flips the flag wakes
+  // sysmon. A wake-up that arrives after sysmon woke by itself leaves the
+  // note set, which only shortens its next deep sleep.
+  bool waiting = true;
+  if (sysmonwait.load(std::memory_order_relaxed) &&
+      sysmonwait.compare_exchange_strong(waiting, false))
+    sysmonnote.wakeup();
 }
 
 void sysmon_start() {

@@ -124,9 +124,15 @@ void timer_add(timer* t, std::int64_t when) {
   wake_netpoller(when);
 }
 
+// Waits until a firing of t in progress on another thread has finished.
+void wait_not_firing(timer* t) {
+  while (t->firing.load(std::memory_order_acquire)) osyield();
+}
+
 bool timer_stop(timer* t) {
   lock_guard lk(t->mu);
   bool pending = unlink(t);
+  wait_not_firing(t);
   if (pending && t->task != nullptr) timer_release(t);
   return pending;
 }
@@ -134,6 +140,7 @@ bool timer_stop(timer* t) {
 bool timer_reset(timer* t, std::int64_t when, std::int64_t period) {
   lock_guard lk(t->mu);
   bool pending = unlink(t);
+  wait_not_firing(t);
   if (pending && t->task != nullptr) timer_release(t);
   t->period = period;
   timer_add(t, when);
@@ -162,9 +169,11 @@ std::int64_t check_timers(P* pp, std::int64_t now, bool* ran) {
     } else {
       heap_remove(ts, t);  // the heap's reference passes to this run
     }
+    t->firing.store(true, std::memory_order_relaxed);
     ts.lock.unlock();
     *ran = true;
     fire(t, now);
+    t->firing.store(false, std::memory_order_release);
     if (refcounted) timer_release(t);
     ts.lock.lock();
   }

@@ -38,6 +38,9 @@ struct timer {
   // it runs. The last release deletes task and timer (refcounted timers
   // only; a G's sleep timer lives as long as the G).
   std::atomic<std::int32_t> refs{1};
+  // Set while its function runs; stop/reset wait for it (as Go's
+  // deltimer waits for timerRunning) so nothing fires after they return.
+  std::atomic<bool> firing{false};
 };
 
 struct timers {
