@@ -18,6 +18,9 @@
 #include "runtime/g.hpp"
 #include "runtime/lock.hpp"
 #include "runtime/san.hpp"
+#ifdef GORO_HAVE_ASAN
+#include <sanitizer/lsan_interface.h>
+#endif
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
@@ -145,6 +148,11 @@ G* galloc() {
     if (p == MAP_FAILED) out_of_memory(slab);
     gslab_next = static_cast<char*>(p);
     gslab_left = slab;
+#ifdef GORO_HAVE_ASAN
+    // Gs point to heap objects (sleep timers); LeakSanitizer does not scan
+    // mmap'd memory unless told to.
+    __lsan_register_root_region(p, slab);
+#endif
   }
   G* gp = ::new (gslab_next) G;
   gslab_next += gsize;
