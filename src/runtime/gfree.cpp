@@ -16,23 +16,26 @@ void gfput(P* pp, G* gp) {
   if (pp->gfree.size >= 64) {
     lock_guard lk(sched.gfree.lock);
     while (pp->gfree.size >= 32) sched.gfree.list.push(pp->gfree.pop());
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    sched.gfree.publish();
   }
 }
 
 G* gfget(P* pp) {
   if (pp == nullptr) {
     lock_guard lk(sched.gfree.lock);
-    G* gp = sched.gfree.list.pop();
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    G* gp = sched.gfree.pop();
+    sched.gfree.publish();
     return gp;
   }
   if (pp->gfree.empty() &&
       sched.gfree.n.load(std::memory_order_relaxed) > 0) {
     lock_guard lk(sched.gfree.lock);
-    while (pp->gfree.size < 32 && !sched.gfree.list.empty())
-      pp->gfree.push(sched.gfree.list.pop());
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    while (pp->gfree.size < 32) {
+      G* gp = sched.gfree.pop();
+      if (gp == nullptr) break;
+      pp->gfree.push(gp);
+    }
+    sched.gfree.publish();
   }
   return pp->gfree.pop();
 }
@@ -47,7 +50,7 @@ void gfput_or_free(P* pp, G* gp) {
   } else if (gp->stk.chunked) {
     lock_guard lk(sched.gfree.lock);
     sched.gfree.list.push(gp);
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    sched.gfree.publish();
   } else {
     stackfree(gp);
   }

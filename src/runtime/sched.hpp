@@ -45,9 +45,17 @@ struct schedt {
   // Global cache of dead Gs with stacks.
   struct {
     mutex lock;
-    g_list list;
-    // list.size, readable without the lock (gfget's peek).
+    g_list list;   // stacks still holding memory (reused first: warm)
+    g_list clean;  // stacks whose memory sysmon returned to the OS
+    // list.size + clean.size, readable without the lock (gfget's peek).
     std::atomic<std::int32_t> n{0};
+    void publish() {
+      n.store(list.size + clean.size, std::memory_order_relaxed);
+    }
+    G* pop() {
+      G* gp = list.pop();
+      return gp ? gp : clean.pop();
+    }
   } gfree;
 
   std::atomic<bool> gcwaiting{false};  // stop-the-world requested

@@ -349,29 +349,25 @@ void stackfree(G* gp) {
   gnostack.push(gp);
 }
 
-std::size_t scavenge_stacks() {
-  // Take unscavenged Gs off the global free list in batches, release
-  // their pages outside the lock (madvise is a syscall), put them back.
-  // Per-P free lists are left alone: they are small and hot.
+std::size_t scavenge_stacks(std::size_t max) {
+  // Take up to `max` Gs whose stacks still hold memory off the global free
+  // list, release their pages outside the lock (madvise is a syscall), and
+  // file them on the clean list. Per-P free lists are left alone: they are
+  // small and hot. Bounded per call so sysmon never stalls on it.
   std::size_t released = 0;
-  for (;;) {
-    G* batch[128];
+  while (released < max) {
+    G* batch[64];
     std::size_t n = 0;
     {
       lock_guard lk(sched.gfree.lock);
-      g_list keep;
-      while (n < 128) {
+      while (n < 64 && released + n < max) {
         G* gp = sched.gfree.list.pop();
         if (gp == nullptr) break;
-        if (gp->stack_scavenged)
-          keep.push(gp);
-        else
-          batch[n++] = gp;
+        batch[n++] = gp;
       }
-      while (G* gp = keep.pop()) sched.gfree.list.push(gp);
-      sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+      sched.gfree.publish();
     }
-    if (n == 0) return released;
+    if (n == 0) break;
     for (std::size_t i = 0; i < n; i++) {
       G* gp = batch[i];
       // Canary stacks keep their canary words in the (unprotected) guard
@@ -382,9 +378,10 @@ std::size_t scavenge_stacks() {
     }
     released += n;
     lock_guard lk(sched.gfree.lock);
-    for (std::size_t i = 0; i < n; i++) sched.gfree.list.push(batch[i]);
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; i++) sched.gfree.clean.push(batch[i]);
+    sched.gfree.publish();
   }
+  return released;
 }
 
 void stack_check_canary(G* gp) {

@@ -46,7 +46,7 @@ G* malg(std::size_t size);
 void stackfree(G* gp);
 // Returns the stack memory of dead Gs idling in the global free list to
 // the OS (sysmon calls it). Returns the number of stacks released.
-std::size_t scavenge_stacks();
+std::size_t scavenge_stacks(std::size_t max);
 // Checks the canary of a canary-guarded stack; fatal on overflow.
 void stack_check_canary(G* gp);
 

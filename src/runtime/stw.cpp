@@ -50,7 +50,7 @@ void pdestroy(P* pp, P* dst) {
   {
     lock_guard lk(sched.gfree.lock);
     while (G* gp = pp->gfree.pop()) sched.gfree.list.push(gp);
-    sched.gfree.n.store(sched.gfree.list.size, std::memory_order_relaxed);
+    sched.gfree.publish();
   }
   pp->status.store(p_dead, std::memory_order_relaxed);
 }

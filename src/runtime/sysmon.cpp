@@ -65,9 +65,11 @@ int retake(std::int64_t now) {
   return n;
 }
 
-// Idle stacks are returned to the OS once a second (and before sysmon's
-// deep sleep), so a burst of deep goroutines does not pin memory forever.
+// Idle stacks are returned to the OS in bounded batches: once a second
+// while busy, and on every deep-sleep round while idle, so a burst of deep
+// goroutines does not pin memory for long and sysmon never stalls on it.
 constexpr std::int64_t scavenge_period = 1000LL * 1000 * 1000;
+constexpr std::size_t scavenge_batch = 512;
 
 void* sysmon(void*) {
   std::int64_t lasttrace = 0;
@@ -86,7 +88,11 @@ void* sysmon(void*) {
     if (debug.schedtrace <= 0 && sched.npidle.load() == nprocs()) {
       // Everything is idle: sleep deeply until startm wakes us (Go's
       // sysmonwait), instead of polling every 10 ms.
-      scavenge_stacks();
+      // Idle: release idle stacks in small batches for as long as nothing
+      // else needs sysmon (each batch is ~1 ms of madvise).
+      while (sched.npidle.load() == nprocs() &&
+             scavenge_stacks(scavenge_batch) == scavenge_batch) {
+      }
       lastscavenge = now;
       sched.lock.lock();
       if (sched.npidle.load() == nprocs()) {
@@ -117,7 +123,7 @@ void* sysmon(void*) {
       idle++;
     if (now - lastscavenge >= scavenge_period) {
       lastscavenge = now;
-      scavenge_stacks();
+      scavenge_stacks(scavenge_batch);
     }
     if (debug.schedtrace > 0 &&
         lasttrace + std::int64_t(debug.schedtrace) * 1000000 <= now) {
