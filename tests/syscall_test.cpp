@@ -35,16 +35,6 @@
 #include <thread>
 #include <vector>
 
-// Runtime bug (reported to the lead): goroutine sleep timers are allocated
-// with new (timers.cpp, timesleep: `gp->sleep_timer = new timer`) and
-// referenced only from their G, and Gs live in mmap'd slabs (stack.cpp,
-// galloc) that LeakSanitizer does not scan, so every goroutine that ever
-// slept shows up as a leak at exit. Suppressed for exactly that site until
-// the runtime registers its G slabs as LSan root regions.
-extern "C" __attribute__((used)) const char* __lsan_default_suppressions() {
-  return "leak:goro::rt::timesleep\n";
-}
-
 namespace {
 
 using namespace std::chrono_literals;
