@@ -55,19 +55,6 @@ constexpr const char* kDeadlock = "fatal error: all goroutines are asleep - dead
 constexpr const char* kGoexitDeadlock =
     "fatal error: no goroutines \\(main called goro::goexit\\) - deadlock!";
 
-// Runtime bug (reported to the lead): under TSan, checkdead never reports.
-// Its guard against foreign threads (checkdead.cpp: os_thread_count() >
-// mcount() + nextern_blocked => "someone else may still act") counts TSan's
-// own background thread (__tsan::BackgroundThread), so every deadlock goes
-// unreported and the child hangs. Tests expecting a deadlock report skip
-// under TSan until checkdead discounts the sanitizer's threads.
-#define SKIP_DEADLOCK_REPORT_UNDER_TSAN()                                   \
-  do {                                                                      \
-    if (GORO_DL_TSAN)                                                       \
-      GTEST_SKIP() << "runtime bug: checkdead counts TSan's background "    \
-                      "thread as a foreign thread and never reports";       \
-  } while (0)
-
 // A child that hangs (a deadlock that is not detected) leaves with status 3
 // after this long, through the raw exit_group system call.
 extern "C" void child_watchdog_fired(int) {
@@ -111,7 +98,6 @@ void block_forever() {
 
 // Go's TestSimpleDeadlock: main blocks on a channel nobody sends on.
 TEST_F(DeadlockDeathTest, MainBlockedOnChannel) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] { block_forever(); });
@@ -121,7 +107,6 @@ TEST_F(DeadlockDeathTest, MainBlockedOnChannel) {
 }
 
 TEST_F(DeadlockDeathTest, MainBlockedOnNilChannel) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -134,7 +119,6 @@ TEST_F(DeadlockDeathTest, MainBlockedOnNilChannel) {
 }
 
 TEST_F(DeadlockDeathTest, MainEmptySelect) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] { goro::select(); });
@@ -144,7 +128,6 @@ TEST_F(DeadlockDeathTest, MainEmptySelect) {
 }
 
 TEST_F(DeadlockDeathTest, MainWaitsOnWaitGroupNobodyCompletes) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -158,7 +141,6 @@ TEST_F(DeadlockDeathTest, MainWaitsOnWaitGroupNobodyCompletes) {
 }
 
 TEST_F(DeadlockDeathTest, MainLocksMutexTwice) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -173,7 +155,6 @@ TEST_F(DeadlockDeathTest, MainLocksMutexTwice) {
 
 // Other goroutines blocked in every kind of wait, main blocked too.
 TEST_F(DeadlockDeathTest, GoroutinesBlockedToo) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -207,7 +188,6 @@ TEST_F(DeadlockDeathTest, GoroutinesBlockedToo) {
 
 // Many goroutines ran and finished first; only then is everything asleep.
 TEST_F(DeadlockDeathTest, AfterOtherGoroutinesFinish) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -229,7 +209,6 @@ TEST_F(DeadlockDeathTest, AfterOtherGoroutinesFinish) {
 // A pending timer postpones the verdict; once it fired, the deadlock is
 // reported.
 TEST_F(DeadlockDeathTest, ReportedAfterTheLastTimerFires) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -245,7 +224,6 @@ TEST_F(DeadlockDeathTest, ReportedAfterTheLastTimerFires) {
 
 // Go's TestLockedDeadlock: main locked to its thread, then blocks.
 TEST_F(DeadlockDeathTest, LockedDeadlock) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -259,7 +237,6 @@ TEST_F(DeadlockDeathTest, LockedDeadlock) {
 
 // Go's TestLockedDeadlock2: a locked goroutine blocks, then main blocks.
 TEST_F(DeadlockDeathTest, LockedDeadlock2) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -313,7 +290,6 @@ TEST_F(DeadlockDeathTest, GoexitDeadlockAfterSleepers) {
 // Main called goexit while another goroutine blocks forever: that one is
 // asleep, so it is the ordinary report.
 TEST_F(DeadlockDeathTest, GoexitWithBlockedGoroutine) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -468,7 +444,6 @@ TEST_F(DeadlockDeathTest, NoFalsePositiveAfterRunReturns) {
 
 // Main's deadlock is reported in a second run() too.
 TEST_F(DeadlockDeathTest, ReportedInSecondRun) {
-  SKIP_DEADLOCK_REPORT_UNDER_TSAN();
   EXPECT_EXIT(
       {
         goro::run([] {});

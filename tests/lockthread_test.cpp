@@ -60,18 +60,6 @@ bool locked() {
 }
 std::uint32_t lock_count() { return goro::rt::getm()->locked_ext; }
 
-// Runtime bug (reported to the lead): under TSan, a goroutine that exits
-// while locked crashes the process: mexit (goexit.cpp) calls pthread_exit on
-// g0's replacement TSan fiber (san.hpp, san_leave_g) instead of switching
-// back to the thread's own fiber (M::tsan_g0_fiber) first, and TSan's
-// pthread_exit interceptor fails its CHECK "thr == &cur_thread_placeholder".
-// Tests in which a goroutine exits locked skip under TSan until fixed.
-#define SKIP_LOCKED_EXIT_UNDER_TSAN()                                      \
-  do {                                                                     \
-    if (GORO_TEST_TSAN)                                                    \
-      GTEST_SKIP() << "runtime bug: mexit calls pthread_exit on a g0 "     \
-                      "TSan fiber (TSan CHECK failure)";                   \
-  } while (0)
 
 struct procs_guard {
   int old;
@@ -277,7 +265,6 @@ TEST(LockOSThread, BlockLockedOneP) {
 // Go's TestYieldLocked: a locked goroutine yields and sleeps 1 ms, 10
 // times; it exits still locked (no unlock), taking its thread with it.
 TEST(LockOSThread, YieldLocked) {
-  SKIP_LOCKED_EXIT_UNDER_TSAN();
   goro::run([] {
     const int n = 10;
     auto c = goro::make_chan<bool>();
@@ -355,7 +342,6 @@ TEST(LockOSThread, YieldLockedProgressOneP) {
 // Go's TestLockOSThreadExit (LockOSThreadAlt): a goroutine that exits while
 // locked ends its thread; the thread id disappears from /proc/self/task.
 TEST(LockOSThread, ExitWhileLockedEndsThread) {
-  SKIP_LOCKED_EXIT_UNDER_TSAN();
   long tid = 0;
   bool gone = false;
   goro::run([&] {
@@ -374,7 +360,6 @@ TEST(LockOSThread, ExitWhileLockedEndsThread) {
 
 // Nested locks: the thread ends even if the goroutine locked twice.
 TEST(LockOSThread, ExitWhileNestedLockedEndsThread) {
-  SKIP_LOCKED_EXIT_UNDER_TSAN();
   long tid = 0;
   bool gone = false;
   goro::run([&] {
@@ -418,7 +403,6 @@ TEST(LockOSThread, ExitAfterUnlockKeepsThread) {
 // Many goroutines exit locked one after another; each takes its thread, so
 // the number of threads stays bounded.
 TEST(LockOSThread, ManyLockedExitsDoNotLeakThreads) {
-  SKIP_LOCKED_EXIT_UNDER_TSAN();
   const int n = scaled(100, 30);
   int before = 0, after = 0;
   goro::run([&] {

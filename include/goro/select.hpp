@@ -172,7 +172,7 @@ std::size_t select(Cases&&... cases) {
   detail::scase sc[nch == 0 ? 1 : nch];
   std::size_t arg_index[nch == 0 ? 1 : nch] = {};
   std::size_t default_index = n;
-  std::size_t k = 0, i = 0;
+  [[maybe_unused]] std::size_t k = 0, i = 0;
   (
       [&](auto& c) {
         if constexpr (detail::is_default_v<decltype(c)>) {

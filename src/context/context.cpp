@@ -23,10 +23,11 @@
 //   core --timer--> after_func --> core (the pending timer keeps its context
 //                                       alive, as in Go; cancel drops it)
 //
-// Locking: each core has one goro::mutex and no code path holds two of them
-// at once (Go holds the parent's lock while cancelling each child; here
-// cancellation walks the subtree with an explicit work list instead, which
-// also keeps deep trees off the goroutine stack).
+// Locking, as Go's: each core has one goro::mutex; a canceller holds it
+// from marking the context until the context and all of its descendants
+// are done, taking the children's locks in turn (parent before child, the
+// only order in which two are ever held). The walk is iterative, so deep
+// trees do not use one stack frame per generation.
 #include <goro/context.hpp>
 #include <goro/sync.hpp>
 
@@ -96,17 +97,26 @@ namespace detail {
 struct cancel_core {
   using list = std::vector<std::shared_ptr<cancel_core>>;
 
-  // Guards done (before done_made is set), children and timer.
+  // `state` values besides a context_errc: not done, and being cancelled
+  // (only while the canceller holds mu).
+  static constexpr int live = 0;
+  static constexpr int cancelling = -1;
+
+  // Guards done (before done_made is set), children and timer, and is held
+  // by a canceller from marking this context until it is done.
   goro::mutex mu;
   // done is made on the first done() call, or set to closed_chan() by a
   // cancel that comes first; never reassigned once done_made is true, so
   // readers that see done_made copy it without the lock.
   std::atomic<bool> done_made{false};
   chan<void> done;
-  // 0 until cancelled, then a context_errc; written once, under mu.
-  std::atomic<int> err{0};
+  // live, then cancelling (under mu), then the context_errc once done is
+  // closed. err() reads it without the lock except while cancelling, so
+  // err() is non-empty exactly when done is closed (Go's Err takes the
+  // lock for the same effect).
+  std::atomic<int> state{live};
   // Cancellable contexts to cancel along with this one (empty once
-  // cancelled: err != 0 keeps new ones out).
+  // cancelled; a non-live state keeps new ones out).
   std::unordered_map<cancel_core*, std::shared_ptr<cancel_core>> children;
   // The nearest cancellable ancestor, to unregister from; set before this
   // core is shared and then immutable.
@@ -149,46 +159,83 @@ struct cancel_core {
     return done;
   }
 
-  // Cancels this context and every descendant with e; unregisters this one
-  // from its parent if asked (descendants need not: their parents have
-  // already dropped them). Caller holds a reference to *this.
+  int err() {
+    int s = state.load(std::memory_order_acquire);
+    if (s != cancelling) return s;
+    // Being cancelled right now: its done channel is not closed yet. Wait
+    // for the canceller, which holds mu until it is.
+    std::lock_guard<goro::mutex> lk(mu);
+    return state.load(std::memory_order_acquire);
+  }
+
+  // Go's cancelCtx.cancel (and timerCtx.cancel): cancels this context and
+  // every descendant with e, then unregisters this one from its parent if
+  // asked (descendants need not: their parents have dropped them). No-op
+  // for a context that is already done. Caller holds a reference to *this.
+  //
+  // As in Go, a context's lock is held while its children are cancelled
+  // (lock order: parent before child), so a cancel that returns, or that
+  // meets a descendant being cancelled by someone else, finds the whole
+  // subtree done. Unlike Go, each done channel is closed after those of
+  // its descendants, so whoever sees a context done also sees all of its
+  // descendants done. The walk keeps its path of locked contexts in an
+  // explicit stack rather than recursing.
   void cancel(bool remove_from_parent, context_errc e) {
-    list work;
-    cancel_one(e, work);
-    while (!work.empty()) {
-      std::shared_ptr<cancel_core> c = std::move(work.back());
-      work.pop_back();
-      c->cancel_one(e, work);
+    struct frame {
+      cancel_core* c;
+      list kids;
+      std::size_t next = 0;
+    };
+    std::vector<frame> path;
+    list hold;                      // keeps visited children alive
+    std::vector<goro::timer> stopped;  // dropped after every unlock
+
+    auto enter = [&](cancel_core* c) {
+      c->mu.lock();
+      if (c->state.load(std::memory_order_relaxed) != live) {
+        c->mu.unlock();  // already done (cancelling is never seen: we hold mu)
+        return;
+      }
+      c->state.store(cancelling, std::memory_order_relaxed);
+      frame f{c, {}, 0};
+      f.kids.reserve(c->children.size());
+      for (auto& [key, k] : c->children) f.kids.push_back(std::move(k));
+      c->children.clear();
+      path.push_back(std::move(f));
+    };
+
+    enter(this);
+    while (!path.empty()) {
+      frame& f = path.back();
+      if (f.next < f.kids.size()) {
+        cancel_core* k = f.kids[f.next].get();
+        hold.push_back(std::move(f.kids[f.next++]));
+        enter(k);  // may grow path: f is not used after this
+        continue;
+      }
+      // Every child is done: close this one, publish its error, stop its
+      // timer (its function holds a reference to this core; dropping the
+      // timer breaks that cycle, and if it is firing right now its
+      // goroutine will find the context done).
+      cancel_core* c = f.c;
+      if (c->done_made.load(std::memory_order_relaxed)) {
+        c->done.close();
+      } else {
+        c->done = closed_chan();
+        c->done_made.store(true, std::memory_order_release);
+      }
+      c->state.store(static_cast<int>(e), std::memory_order_release);
+      if (c->timer) {
+        c->timer->stop();
+        stopped.push_back(std::move(*c->timer));
+        c->timer.reset();
+      }
+      c->mu.unlock();
+      path.pop_back();
     }
     if (remove_from_parent) {
       if (std::shared_ptr<cancel_core> p = parent.lock()) p->remove_child(this);
     }
-  }
-
-  // Marks this context done with e, closes its channel, stops its timer and
-  // appends its children to `work`. No-op if it is already done.
-  void cancel_one(context_errc e, list& work) {
-    std::optional<goro::timer> t;
-    {
-      std::lock_guard<goro::mutex> lk(mu);
-      if (err.load(std::memory_order_relaxed) != 0) return;
-      // err before the close: whoever sees the channel closed sees err.
-      err.store(static_cast<int>(e), std::memory_order_release);
-      if (done_made.load(std::memory_order_relaxed)) {
-        done.close();
-      } else {
-        done = closed_chan();
-        done_made.store(true, std::memory_order_release);
-      }
-      work.reserve(work.size() + children.size());
-      for (auto& [key, c] : children) work.push_back(std::move(c));
-      children.clear();
-      t.swap(timer);
-    }
-    // The timer's function holds a reference to this core: dropping the
-    // timer (after stopping it) breaks that cycle. If it is firing right
-    // now, its goroutine finds the context cancelled and does nothing.
-    if (t) t->stop();
   }
 
   // Registers child to be cancelled with this context, or, if this one is
@@ -198,10 +245,10 @@ struct cancel_core {
     int e;
     {
       std::lock_guard<goro::mutex> lk(mu);
-      e = err.load(std::memory_order_relaxed);
-      if (e == 0) children.emplace(child.get(), child);
+      e = state.load(std::memory_order_relaxed);  // not cancelling: we hold mu
+      if (e == live) children.emplace(child.get(), child);
     }
-    if (e != 0) child->cancel(false, static_cast<context_errc>(e));
+    if (e != live) child->cancel(false, static_cast<context_errc>(e));
   }
 
   void remove_child(cancel_core* child) {
@@ -240,9 +287,12 @@ struct ctx_node {
   ~ctx_node() {
     // Free a long chain of nodes that only we keep alive iteratively
     // rather than recursively through ~shared_ptr. use_count() == 1 is
-    // exact here: nodes are never referred to by weak pointers.
+    // exact here: nodes are never referred to by weak pointers, so nobody
+    // else can take a new reference. The fence orders our write after the
+    // reads of threads whose references are gone (use_count is relaxed).
     std::shared_ptr<const ctx_node> p = std::move(parent);
     while (p && p.use_count() == 1) {
+      std::atomic_thread_fence(std::memory_order_acquire);
       std::shared_ptr<const ctx_node> next =
           std::move(const_cast<ctx_node&>(*p).parent);
       p = std::move(next);
@@ -310,8 +360,8 @@ chan<void> context::done() const {
 
 std::error_code context::err() const noexcept {
   if (!n_ || !n_->core) return {};
-  int e = n_->core->err.load(std::memory_order_acquire);
-  if (e == 0) return {};
+  int e = n_->core->err();
+  if (e == detail::cancel_core::live) return {};
   return make_error_code(static_cast<context_errc>(e));
 }
 
@@ -358,7 +408,7 @@ std::pair<context, cancel_func> with_deadline(const context& parent,
   } else {
     const auto dur = d - now;  // positive, no overflow (now > epoch)
     std::lock_guard<goro::mutex> lk(core->mu);
-    if (core->err.load(std::memory_order_relaxed) == 0) {
+    if (core->state.load(std::memory_order_relaxed) == detail::cancel_core::live) {
       // The timer runs this in a goroutine of its own; by then `d` has
       // passed on the runtime's monotonic clock (steady_clock's).
       core->timer.emplace(goro::after_func(

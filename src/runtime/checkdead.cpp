@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
@@ -114,6 +115,9 @@ void checkdead() {
   // yet, or never will) might still send, close or spawn: only threads
   // that are Ms or plain threads blocked in the runtime may exist.
   int threads = os_thread_count();
+#ifdef GORO_HAVE_TSAN
+  threads -= 1;  // TSan's own background thread
+#endif
   if (threads < 0 || threads > mcount() + sched.nextern_blocked.load()) return;
   sched.lock.unlock();
   fatal("all goroutines are asleep - deadlock!");

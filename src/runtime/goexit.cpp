@@ -67,6 +67,10 @@ void goexit0(void* arg) {
     mp->dead = true;
     checkdead();
   }
+#ifdef GORO_HAVE_TSAN
+  // Leave g0's replacement fiber for the thread's own before it exits.
+  __tsan_switch_to_fiber(mp->tsan_g0_fiber, 0);
+#endif
   pthread_exit(nullptr);
 }
 

@@ -107,7 +107,10 @@ void* sysmon(void*) {
         std::int64_t next = timer_sleep_until();
         if (next != 0 && next - now < sleep) sleep = next - now > 0 ? next - now : 0;
         bool woken = sysmonnote.tsleep(sleep);
-        if (!woken && sched.main_active.load() > 0) checkdead();
+        if (!woken && sched.main_active.load() > 0) {
+          lock_guard lk(sched.lock);
+          checkdead();
+        }
         sched.lock.lock();
         sysmonwait.store(false);
         sysmonnote.clear();
