@@ -8,3 +8,4 @@
 #include <goro/chan.hpp>
 #include <goro/select.hpp>
 #include <goro/time.hpp>
+#include <goro/context.hpp>
