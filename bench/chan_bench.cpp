@@ -275,8 +275,8 @@ GOROBENCH_WORKLOAD(select_uncontended,
   wg.wait();
   const double ns = ns_since(t0);
   gorobench::check("select_uncontended", first.load());
-  gorobench::result("select_uncontended",
-                    ns / static_cast<double>(per * procs), "ns/op");
+  gorobench::result("select_uncontended", ns / static_cast<double>(per * procs),
+                    "ns/op");
 }
 
 // Go's BenchmarkSelectSyncContended: three shared unbuffered channels; per

@@ -13,15 +13,10 @@
 // is queued on the done channel. Only the timeout tests depend on time, and
 // they check that firing happens no earlier than the deadline and within a
 // generous bound.
-#include "test_support.hpp"
-
-#include <goro/goro.hpp>
-
-#include "chan/hchan.hpp"
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <goro/goro.hpp>
 #include <memory>
 #include <optional>
 #include <random>
@@ -30,6 +25,9 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "chan/hchan.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -50,7 +48,8 @@ bool is_done(const goro::context& c) {
 }
 
 // Waits until c is done, at most `limit`; false if it did not happen.
-bool wait_done(const goro::context& c, std::chrono::milliseconds limit = 5000ms) {
+bool wait_done(const goro::context& c,
+               std::chrono::milliseconds limit = 5000ms) {
   return goro::select(goro::case_recv(c.done()),
                       goro::case_recv(goro::after(limit))) == 0;
 }
@@ -87,9 +86,9 @@ const std::error_code kDeadline = goro::context_errc::deadline_exceeded;
 class Context : public ::testing::Test {
  protected:
   void TearDown() override {
-    EXPECT_TRUE(eventually(
-        [] { return goro::detail::context_live_states() == 0; }))
-        << goro::detail::context_live_states()
+    EXPECT_TRUE(eventually([] {
+      return goro::detail::context_live_states() == 0;
+    })) << goro::detail::context_live_states()
         << " context states still alive after the test";
   }
 };
@@ -146,7 +145,9 @@ TEST_F(Context, CancelClosesDoneAndSetsCanceled) {
     ASSERT_TRUE(eventually([&] { return receivers_queued(d) == 1; }));
     cancel();
     std::optional<std::error_code> e;
-    ASSERT_EQ(goro::select(goro::case_recv(woke, e), goro::case_recv(goro::after(5s))), 0u)
+    ASSERT_EQ(goro::select(goro::case_recv(woke, e),
+                           goro::case_recv(goro::after(5s))),
+              0u)
         << "cancel did not wake the goroutine";
     ASSERT_TRUE(e.has_value());
     EXPECT_EQ(*e, kCanceled) << "err must be set when done is seen closed";
@@ -305,7 +306,8 @@ TEST_F(Context, ChildOfCancelledParentIsDoneAtOnce) {
     EXPECT_TRUE(is_done(tc));
     EXPECT_EQ(tc.err(), kDeadline);
     EXPECT_EQ(tc.deadline(), tp.deadline());
-    for (auto& f : {cancel1, cancel2, cancel3, cancel4, cancel_tp, cancel_tc}) f();
+    for (auto& f : {cancel1, cancel2, cancel3, cancel4, cancel_tp, cancel_tc})
+      f();
   });
 }
 
@@ -338,7 +340,8 @@ TEST_F(Context, TimeoutFiresDeadlineExceeded) {
     cancel2();
 
     // A deadline in the past: done at once, no timer involved.
-    auto [c3, cancel3] = goro::with_deadline(goro::background(), clk::now() - 1ms);
+    auto [c3, cancel3] =
+        goro::with_deadline(goro::background(), clk::now() - 1ms);
     EXPECT_TRUE(is_done(c3));
     EXPECT_EQ(c3.err(), kDeadline);
     cancel3();
@@ -354,11 +357,13 @@ TEST_F(Context, ExtremeDeadlines) {
         goro::with_timeout(goro::background(), std::chrono::nanoseconds::max());
     EXPECT_EQ(far.deadline(), goro::time_point::max());
     EXPECT_FALSE(is_done(far));
-    EXPECT_EQ(goro::to_string(far).rfind("context.Background.WithDeadline(", 0), 0u);
+    EXPECT_EQ(goro::to_string(far).rfind("context.Background.WithDeadline(", 0),
+              0u);
     auto [far2, cancel_far2] =
         goro::with_deadline(goro::background(), goro::time_point::max());
     EXPECT_FALSE(is_done(far2));
-    auto [inherit, cancel_inherit] = goro::with_timeout(far, std::chrono::nanoseconds::max());
+    auto [inherit, cancel_inherit] =
+        goro::with_timeout(far, std::chrono::nanoseconds::max());
     EXPECT_EQ(inherit.deadline(), goro::time_point::max());
 
     auto [past, cancel_past] =
@@ -404,7 +409,8 @@ TEST_F(Context, TimeoutPropagatesToDescendants) {
 TEST_F(Context, DeadlineInheritance) {
   goro::run([] {
     const auto start = clk::now();
-    auto [parent, cancel_parent] = goro::with_timeout(goro::background(), 300ms);
+    auto [parent, cancel_parent] =
+        goro::with_timeout(goro::background(), 300ms);
     const goro::time_point pdl = *parent.deadline();
 
     auto [later, cancel_later] = goro::with_deadline(parent, clk::now() + 1h);
@@ -413,7 +419,8 @@ TEST_F(Context, DeadlineInheritance) {
     EXPECT_EQ(later2.deadline(), pdl);
     const std::string name = goro::to_string(later2);
     EXPECT_EQ(name.rfind("context.Background.WithDeadline(", 0), 0u) << name;
-    EXPECT_TRUE(name.ends_with(")).WithCancel") || name.ends_with("]).WithCancel"))
+    EXPECT_TRUE(name.ends_with(")).WithCancel") ||
+                name.ends_with("]).WithCancel"))
         << name;
     auto [plain, cancel_plain] = goro::with_cancel(parent);
     EXPECT_EQ(plain.deadline(), pdl);
@@ -427,9 +434,8 @@ TEST_F(Context, DeadlineInheritance) {
     EXPECT_GE(clk::now(), *sooner.deadline());
     // The parent stays; the fired child unregisters itself (from the timer's
     // goroutine, just after closing done).
-    EXPECT_TRUE(eventually([p = parent] {
-      return goro::detail::context_num_children(p) == 3u;
-    }));
+    EXPECT_TRUE(eventually(
+        [p = parent] { return goro::detail::context_num_children(p) == 3u; }));
 
     // Then the parent's deadline cancels the inheriting children.
     ASSERT_TRUE(wait_done(later, 2000ms));
@@ -490,8 +496,8 @@ TEST_F(Context, CancelIsIdempotentAndConcurrent) {
       std::vector<goro::context> kids;
       std::vector<goro::cancel_func> kid_cancels;
       for (int i = 0; i < 16; i++) {
-        auto [k, ck] = i % 2 ? goro::with_cancel(root)
-                             : goro::with_timeout(root, 1h);
+        auto [k, ck] =
+            i % 2 ? goro::with_cancel(root) : goro::with_timeout(root, 1h);
         auto [g, cg] = goro::with_cancel(goro::with_value(k, k_int, i));
         kids.push_back(k);
         kids.push_back(g);
@@ -583,8 +589,9 @@ TEST_F(Context, ErrAgreesWithDoneAndDescendantsFirst) {
     const int rounds = scaled(200, 40);
     for (int r = 0; r < rounds; r++) {
       const bool timed = r % 2;
-      auto [root, cancel_root] = timed ? goro::with_timeout(goro::background(), 1ms)
-                                       : goro::with_cancel(goro::background());
+      auto [root, cancel_root] =
+          timed ? goro::with_timeout(goro::background(), 1ms)
+                : goro::with_cancel(goro::background());
       std::vector<goro::context> desc;
       std::vector<goro::cancel_func> fs;
       goro::context cur = root;
@@ -639,7 +646,8 @@ TEST_F(Context, ErrAgreesWithDoneAndDescendantsFirst) {
       });
       if (!timed) {
         // Cancel once both waiters are blocked on the channel.
-        EXPECT_TRUE(eventually([d = root.done()] { return receivers_queued(d) >= 2; }));
+        EXPECT_TRUE(
+            eventually([d = root.done()] { return receivers_queued(d) >= 2; }));
         cancel_root();
       }
       wg.wait();
@@ -721,7 +729,8 @@ TEST_F(Context, ValuesLookupAndShadowing) {
               0u)
         << name;
     EXPECT_TRUE(name.ends_with(".WithValue(k_int).WithValue(k_int2)")) << name;
-    EXPECT_EQ(goro::to_string(c2), "context.Background.WithValue(k_int).WithCancel");
+    EXPECT_EQ(goro::to_string(c2),
+              "context.Background.WithValue(k_int).WithCancel");
 
     // Values survive cancellation.
     cancel2();
@@ -852,8 +861,9 @@ TEST_F(Context, WorkerPoolStopsOnCancel) {
     EXPECT_EQ(sum.load(), std::int64_t(njobs) * (njobs + 1) / 2);
     // With the pool gone, a producer respecting ctx stops instead of
     // blocking forever.
-    EXPECT_EQ(goro::select(goro::case_recv(ctx.done()), goro::case_send(jobs, 1)),
-              0u);
+    EXPECT_EQ(
+        goro::select(goro::case_recv(ctx.done()), goro::case_send(jobs, 1)),
+        0u);
     EXPECT_EQ(ctx.err(), kCanceled);
   });
 }
@@ -871,13 +881,15 @@ TEST_F(Context, WorkerPoolStopsOnTimeout) {
       wg.add();
       goro::go([&, ctx = ctx] {
         std::optional<int> j;
-        while (goro::select(goro::case_recv(ctx.done()), goro::case_recv(jobs, j)) == 1)
+        while (goro::select(goro::case_recv(ctx.done()),
+                            goro::case_recv(jobs, j)) == 1)
           processed++;
         wg.done();
       });
     }
     std::int64_t sent = 0;
-    while (goro::select(goro::case_recv(ctx.done()), goro::case_send(jobs, 1)) == 1) {
+    while (goro::select(goro::case_recv(ctx.done()),
+                        goro::case_send(jobs, 1)) == 1) {
       sent++;
       if (clk::now() - start > 5s) {
         ADD_FAILURE() << "the timeout never stopped the producer";
@@ -958,8 +970,8 @@ TEST_F(Context, CancelRemovesChildrenNoLeaks) {
       auto mid = goro::with_value(parent, k_int, 1);
       const int n = scaled(100000, 20000);
       for (int i = 0; i < n; i++) {
-        auto [c, f] = (i % 2) ? goro::with_cancel(mid)
-                              : goro::with_timeout(mid, 1h);
+        auto [c, f] =
+            (i % 2) ? goro::with_cancel(mid) : goro::with_timeout(mid, 1h);
         if (i % 1000 == 0) {
           ASSERT_EQ(goro::detail::context_num_children(parent), 1u);
           ASSERT_EQ(goro::detail::context_live_states(), base + 2);
@@ -1006,9 +1018,10 @@ TEST_F(Context, CancelRemovesChildrenNoLeaks) {
         ctxs.push_back(goro::with_timeout(goro::background(), 1ms).first);
       for (const auto& c : ctxs) ASSERT_TRUE(wait_done(c, 2000ms));
     }
-    EXPECT_TRUE(eventually(
-        [&] { return goro::detail::context_live_states() <= base; }))
-        << goro::detail::context_live_states() - base << " states left";
+    EXPECT_TRUE(eventually([&] {
+      return goro::detail::context_live_states() <= base;
+    })) << goro::detail::context_live_states() - base
+        << " states left";
   });
 }
 

@@ -51,7 +51,8 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::ExitedWithCode;
 
-constexpr const char* kDeadlock = "fatal error: all goroutines are asleep - deadlock!";
+constexpr const char* kDeadlock =
+    "fatal error: all goroutines are asleep - deadlock!";
 constexpr const char* kGoexitDeadlock =
     "fatal error: no goroutines \\(main called goro::goexit\\) - deadlock!";
 
@@ -259,7 +260,8 @@ TEST_F(DeadlockDeathTest, GoexitDeadlock) {
       {
         goro::run([] {
           auto f = [] {
-            for (int i = 0; i < 10; i++) std::atomic_signal_fence(std::memory_order_seq_cst);
+            for (int i = 0; i < 10; i++)
+              std::atomic_signal_fence(std::memory_order_seq_cst);
           };
           goro::go(f);
           goro::go(f);
@@ -284,7 +286,8 @@ TEST_F(DeadlockDeathTest, GoexitDeadlockAfterSleepers) {
         });
         child_exit(false, "run() returned after main called goexit");
       },
-      ExitedWithCode(2), std::string("last sleeper done\n(.|\n)*") + kGoexitDeadlock);
+      ExitedWithCode(2),
+      std::string("last sleeper done\n(.|\n)*") + kGoexitDeadlock);
 }
 
 // Main called goexit while another goroutine blocks forever: that one is
@@ -467,8 +470,9 @@ TEST_F(DeadlockDeathTest, SetMaxThreadsReturnsPrevious) {
         } catch (const std::invalid_argument&) {
           threw = true;
         }
-        child_exit(prev == 10000 && again == 500 && threw,
-                   "prev=" + std::to_string(prev) + " again=" + std::to_string(again));
+        child_exit(
+            prev == 10000 && again == 500 && threw,
+            "prev=" + std::to_string(prev) + " again=" + std::to_string(again));
       },
       ExitedWithCode(0), "");
 }
@@ -493,7 +497,8 @@ TEST_F(DeadlockDeathTest, ThreadExhaustionLocked) {
         child_exit(false, "run() returned");
       },
       ExitedWithCode(2),
-      "runtime: program exceeds 10-thread limit\n(.|\n)*fatal error: thread exhaustion");
+      "runtime: program exceeds 10-thread limit\n(.|\n)*fatal error: thread "
+      "exhaustion");
 }
 
 // Goroutines stuck in blocking_long calls each hold a thread.
@@ -517,7 +522,8 @@ TEST_F(DeadlockDeathTest, ThreadExhaustionBlockingCalls) {
         child_exit(false, "run() returned");
       },
       ExitedWithCode(2),
-      "runtime: program exceeds 12-thread limit\n(.|\n)*fatal error: thread exhaustion");
+      "runtime: program exceeds 12-thread limit\n(.|\n)*fatal error: thread "
+      "exhaustion");
 }
 
 // Lowering the limit below the threads that exist is fatal at once.
@@ -527,7 +533,9 @@ TEST_F(DeadlockDeathTest, SetMaxThreadsBelowCurrent) {
         goro::run([] { goro::set_max_threads(1); });
         child_exit(false, "set_max_threads(1) returned");
       },
-      ExitedWithCode(2), "runtime: program exceeds 1-thread limit\n(.|\n)*fatal error: thread exhaustion");
+      ExitedWithCode(2),
+      "runtime: program exceeds 1-thread limit\n(.|\n)*fatal error: thread "
+      "exhaustion");
 }
 
 }  // namespace

@@ -7,15 +7,11 @@
 // for the first time inside the child, after the child has set the
 // environment. Children report success with exit code 0 and explain any
 // failure on stderr (gtest prints the child's stderr when it mismatches).
-#include "test_support.hpp"
-
 #include <goro/goro.hpp>
 
-// Internal: the canary test needs the current goroutine's stack bounds.
-#include "runtime/g.hpp"
-#include "runtime/stack.hpp"
-#include "runtime/tls.hpp"
+#include "test_support.hpp"
 
+// Internal: the canary test needs the current goroutine's stack bounds.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,6 +28,10 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/g.hpp"
+#include "runtime/stack.hpp"
+#include "runtime/tls.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -42,7 +42,8 @@ class DeathTest : public ::testing::Test {
   void SetUp() override {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     if (::testing::internal::InDeathTestChild())
-      goro_test::arm_child_watchdog(std::chrono::seconds(goro_test::scaled(30, 90)));
+      goro_test::arm_child_watchdog(
+          std::chrono::seconds(goro_test::scaled(30, 90)));
   }
 };
 
@@ -69,8 +70,9 @@ void panic_in_goroutine(const char* what) {
 // panic: an exception escaping a goroutine
 
 TEST_F(DeathTest, UncaughtExceptionPanics) {
-  EXPECT_EXIT(panic_in_goroutine("kaboom-42"), ExitedWithCode(2),
-              "panic: kaboom-42\n(.|\n)*goroutine ([2-9]|[1-9][0-9]+) \\[running\\]");
+  EXPECT_EXIT(
+      panic_in_goroutine("kaboom-42"), ExitedWithCode(2),
+      "panic: kaboom-42\n(.|\n)*goroutine ([2-9]|[1-9][0-9]+) \\[running\\]");
 }
 
 // Go's TestMainGoroutineID: a panic in main names goroutine 1.
@@ -130,7 +132,8 @@ volatile std::uint64_t g_depth_limit = ~std::uint64_t{0};
 // used after the recursive call, so this is no tail call.
 __attribute__((noinline)) std::uint64_t recurse(std::uint64_t depth) {
   volatile char buf[2048];
-  for (std::size_t i = 0; i < sizeof buf; i += 64) buf[i] = static_cast<char>(depth);
+  for (std::size_t i = 0; i < sizeof buf; i += 64)
+    buf[i] = static_cast<char>(depth);
   if (depth >= g_depth_limit) return buf[0];
   std::uint64_t r = recurse(depth + 1);
   return r + static_cast<unsigned char>(buf[depth % sizeof buf]);
@@ -139,7 +142,8 @@ __attribute__((noinline)) std::uint64_t recurse(std::uint64_t depth) {
 // The same frames, `depth` deep, returning normally.
 __attribute__((noinline)) std::uint64_t recurse_bounded(int depth) {
   volatile char buf[2048];
-  for (std::size_t i = 0; i < sizeof buf; i += 64) buf[i] = static_cast<char>(depth);
+  for (std::size_t i = 0; i < sizeof buf; i += 64)
+    buf[i] = static_cast<char>(depth);
   if (depth <= 0) return buf[0];
   std::uint64_t r = recurse_bounded(depth - 1);
   return r + static_cast<unsigned char>(buf[depth % sizeof buf]);
@@ -164,11 +168,13 @@ void expect_guard(goro::rt::guard_kind want) {
   goro::rt::G* gp = goro::rt::getg();
   if (gp == nullptr) child_exit(false, "getg() is null in a goroutine");
   if (gp->stk.guard != want)
-    child_exit(false, std::string("stack guard is ") + goro::rt::guard_name(gp->stk.guard) +
-                          ", want " + goro::rt::guard_name(want));
+    child_exit(false, std::string("stack guard is ") +
+                          goro::rt::guard_name(gp->stk.guard) + ", want " +
+                          goro::rt::guard_name(want));
 }
 
-[[noreturn]] void overflow_in_goroutine(const char* mode, goro::rt::guard_kind want) {
+[[noreturn]] void overflow_in_goroutine(const char* mode,
+                                        goro::rt::guard_kind want) {
   setenv("GORO_STACK_GUARD", mode, 1);
   goro::run([want] {
     goro::wait_group wg;
@@ -187,20 +193,24 @@ void expect_guard(goro::rt::guard_kind want) {
 // error: stack overflow" and exits 2; goro must say "stack overflow" and
 // name the goroutine.
 const char* const kOverflowRegex =
-    "stack overflow(.|\n)*goroutine [0-9]+|goroutine [0-9]+(.|\n)*stack overflow";
+    "stack overflow(.|\n)*goroutine [0-9]+|goroutine [0-9]+(.|\n)*stack "
+    "overflow";
 
 TEST_F(DeathTest, StackOverflowMadvise) {
   if (!kernel_has_madv_guard_install())
     GTEST_SKIP() << "kernel lacks MADV_GUARD_INSTALL (Linux 6.13+)";
-  EXPECT_EXIT(overflow_in_goroutine("madvise", goro::rt::guard_kind::madvise), ExitedWithCode(2), kOverflowRegex);
+  EXPECT_EXIT(overflow_in_goroutine("madvise", goro::rt::guard_kind::madvise),
+              ExitedWithCode(2), kOverflowRegex);
 }
 
 TEST_F(DeathTest, StackOverflowMprotect) {
-  EXPECT_EXIT(overflow_in_goroutine("mprotect", goro::rt::guard_kind::mprotect), ExitedWithCode(2), kOverflowRegex);
+  EXPECT_EXIT(overflow_in_goroutine("mprotect", goro::rt::guard_kind::mprotect),
+              ExitedWithCode(2), kOverflowRegex);
 }
 
 TEST_F(DeathTest, StackOverflowAuto) {
-  EXPECT_EXIT(overflow_in_goroutine("auto", goro::rt::guard_kind::none), ExitedWithCode(2), kOverflowRegex);
+  EXPECT_EXIT(overflow_in_goroutine("auto", goro::rt::guard_kind::none),
+              ExitedWithCode(2), kOverflowRegex);
 }
 
 // Canary mode has no inaccessible guard page: the page below the usable
@@ -209,7 +219,8 @@ TEST_F(DeathTest, StackOverflowAuto) {
 // bottom into that zone must be reported at its next switch (gosched).
 // A deep overflow in this mode would run on into the neighbouring stack
 // before any switch, so the test overflows by a bounded amount only.
-__attribute__((noinline)) void overflow_past(std::uintptr_t lo, std::size_t past) {
+__attribute__((noinline)) void overflow_past(std::uintptr_t lo,
+                                             std::size_t past) {
   char here;
   const std::uintptr_t sp = reinterpret_cast<std::uintptr_t>(&here);
   const std::size_t n = sp - lo + past + 512;
@@ -298,7 +309,9 @@ TEST_F(DeathTest, StackOverflowInMain) {
         goro::run([] { recurse(0); });
         child_exit(false, "the infinite recursion returned");
       },
-      ExitedWithCode(2), "stack overflow(.|\n)*goroutine 1[^0-9]|goroutine 1[^0-9](.|\n)*stack overflow");
+      ExitedWithCode(2),
+      "stack overflow(.|\n)*goroutine 1[^0-9]|goroutine 1[^0-9](.|\n)*stack "
+      "overflow");
 }
 
 // ---------------------------------------------------------------------------
@@ -359,8 +372,8 @@ TEST_F(DeathTest, GoexitOnPlainThreadThrows) {
     wg.wait();
   });
   child_exit(got == want && ran.load() == 100,
-             "gomaxprocs() = " + std::to_string(got) + ", want " + std::to_string(want) +
-                 "; ran " + std::to_string(ran.load()));
+             "gomaxprocs() = " + std::to_string(got) + ", want " +
+                 std::to_string(want) + "; ran " + std::to_string(ran.load()));
 }
 
 TEST_F(DeathTest, GomaxprocsFromEnvironment) {
@@ -410,10 +423,12 @@ TEST_F(DeathTest, GomaxprocsResize) {
         std::string err;
         goro::run([&] {
           int prev = goro::gomaxprocs(3);
-          if (prev != 2) err += "gomaxprocs(3) returned " + std::to_string(prev) + "; ";
+          if (prev != 2)
+            err += "gomaxprocs(3) returned " + std::to_string(prev) + "; ";
           if (goro::gomaxprocs() != 3) err += "not 3 after resize; ";
           prev = goro::gomaxprocs(1);
-          if (prev != 3) err += "gomaxprocs(1) returned " + std::to_string(prev) + "; ";
+          if (prev != 3)
+            err += "gomaxprocs(1) returned " + std::to_string(prev) + "; ";
           std::atomic<int> ran{0};
           goro::wait_group wg;
           wg.add(1000);
@@ -467,7 +482,8 @@ TEST_F(DeathTest, ResizeWhileSpawning) {
           stop.store(true);
           goro_test::deadline limit(10s);
           while (chain_alive.load() != 0 && !limit.passed()) goro::gosched();
-          if (chain_alive.load() != 0) child_exit(false, "the goroutine chain did not stop");
+          if (chain_alive.load() != 0)
+            child_exit(false, "the goroutine chain did not stop");
         });
         child_exit(true);
       },
@@ -480,7 +496,8 @@ TEST_F(DeathTest, ResizeWhileSpawning) {
 // overflow hits the guard page first.
 __attribute__((noinline)) int use_stack(std::size_t bytes) {
   volatile char* buf = static_cast<volatile char*>(__builtin_alloca(bytes));
-  for (std::size_t i = bytes; i >= 512; i -= 512) buf[i - 1] = static_cast<char>(i);
+  for (std::size_t i = bytes; i >= 512; i -= 512)
+    buf[i - 1] = static_cast<char>(i);
   return buf[bytes / 2];
 }
 
@@ -556,8 +573,9 @@ TEST_F(DeathTest, FreshProcessHasOneGoroutine) {
           n = goro::num_goroutine();
           id = goro::goroutine_id();
         });
-        child_exit(n == 1 && id == 1, "num_goroutine() = " + std::to_string(n) +
-                                          ", main's goroutine_id() = " + std::to_string(id));
+        child_exit(n == 1 && id == 1,
+                   "num_goroutine() = " + std::to_string(n) +
+                       ", main's goroutine_id() = " + std::to_string(id));
       },
       ExitedWithCode(0), "");
 }
@@ -654,8 +672,10 @@ TEST_F(DeathTest, ExitWithLiveGoroutines) {
       bad += "  " + l + "\n";
   }
   child_exit(sched_lines >= 3 && bad.empty(),
-             std::to_string(sched_lines) + " SCHED lines in ~150 ms (want >= 3); "
-             "lines not in Go's format:\n" + bad + "captured stderr:\n" + text);
+             std::to_string(sched_lines) +
+                 " SCHED lines in ~150 ms (want >= 3); "
+                 "lines not in Go's format:\n" +
+                 bad + "captured stderr:\n" + text);
 }
 
 TEST_F(DeathTest, Schedtrace) {

@@ -4,15 +4,11 @@
 // own guarantees: a locked goroutine stays on its thread across every kind
 // of wait, its thread runs nothing else, and a goroutine that exits locked
 // takes its thread with it.
-#include "test_support.hpp"
-
 #include <goro/goro.hpp>
 
-// White-box: the lock state of the current goroutine and thread.
-#include "runtime/g.hpp"
-#include "runtime/sched.hpp"
-#include "runtime/tls.hpp"
+#include "test_support.hpp"
 
+// White-box: the lock state of the current goroutine and thread.
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,6 +22,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "runtime/g.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
 
 namespace {
 
@@ -59,7 +59,6 @@ bool locked() {
   return gp != nullptr && gp->lockedm == mp && mp->lockedg == gp;
 }
 std::uint32_t lock_count() { return goro::rt::getm()->locked_ext; }
-
 
 struct procs_guard {
   int old;
@@ -106,7 +105,8 @@ TEST(LockOSThread, UnlockWithoutLockIsNoOp) {
     EXPECT_EQ(lock_count(), 0u);
     goro::lock_os_thread();
     EXPECT_TRUE(locked());
-    EXPECT_EQ(lock_count(), 1u) << "earlier extra unlocks must not be remembered";
+    EXPECT_EQ(lock_count(), 1u)
+        << "earlier extra unlocks must not be remembered";
     goro::unlock_os_thread();
     EXPECT_FALSE(locked());
     goro::unlock_os_thread();
@@ -220,7 +220,8 @@ TEST(LockOSThread, ThreadRunsNothingElse) {
     stop.close();
     lg.wait();
   });
-  EXPECT_EQ(intruders.load(), 0) << "goroutines ran on a locked goroutine's thread";
+  EXPECT_EQ(intruders.load(), 0)
+      << "goroutines ran on a locked goroutine's thread";
 }
 
 // Go's TestBlockLocked: a locked goroutine sends 10 times on an unbuffered
@@ -355,7 +356,8 @@ TEST(LockOSThread, ExitWhileLockedEndsThread) {
     deadline limit(10s);
     while (!(gone = !thread_exists(tid)) && !limit.passed()) goro::sleep(1ms);
   });
-  EXPECT_TRUE(gone) << "thread " << tid << " of a goroutine that exited locked still exists";
+  EXPECT_TRUE(gone) << "thread " << tid
+                    << " of a goroutine that exited locked still exists";
 }
 
 // Nested locks: the thread ends even if the goroutine locked twice.
@@ -419,10 +421,11 @@ TEST(LockOSThread, ManyLockedExitsDoNotLeakThreads) {
     }
     // Let the last threads finish exiting.
     deadline limit(10s);
-    while ((after = thread_count()) > before + 2 && !limit.passed()) goro::sleep(1ms);
+    while ((after = thread_count()) > before + 2 && !limit.passed())
+      goro::sleep(1ms);
   });
-  EXPECT_LE(after, before + 2) << before << " threads before, " << after << " after " << n
-                               << " locked exits";
+  EXPECT_LE(after, before + 2) << before << " threads before, " << after
+                               << " after " << n << " locked exits";
 }
 
 // Goroutines started from a locked goroutine run elsewhere; the locked one

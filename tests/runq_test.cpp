@@ -5,13 +5,7 @@
 //
 // No running runtime is needed: the Ps and Gs are plain objects driven
 // directly through the internal API, as Go's export_test.go does.
-#include "test_support.hpp"
-
-#include "runtime/g.hpp"
-#include "runtime/globrunq.hpp"
-#include "runtime/p.hpp"
 #include "runtime/runq.hpp"
-#include "runtime/steal.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +17,12 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "runtime/g.hpp"
+#include "runtime/globrunq.hpp"
+#include "runtime/p.hpp"
+#include "runtime/steal.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -85,7 +85,8 @@ TEST_F(RunqTest, PutGetEveryLength) {
   gpool pool(kRunqSize);
   for (std::uint32_t i = 0; i <= kRunqSize; i++) {
     ASSERT_TRUE(runqempty(p.get())) << "iter " << i;
-    ASSERT_EQ(get(p.get()), nullptr) << "runq is not empty initially, iter " << i;
+    ASSERT_EQ(get(p.get()), nullptr)
+        << "runq is not empty initially, iter " << i;
     for (std::uint32_t j = 0; j < i; j++) runqput(p.get(), pool.at(j), false);
     ASSERT_EQ(runqlen(p.get()), i);
     ASSERT_EQ(runqempty(p.get()), i == 0);
@@ -97,7 +98,8 @@ TEST_F(RunqTest, PutGetEveryLength) {
       EXPECT_FALSE(inherit) << "ring entries must not inherit the time slice";
       ASSERT_EQ(runqlen(p.get()), i - j - 1);
     }
-    ASSERT_EQ(get(p.get()), nullptr) << "runq is not empty afterwards, iter " << i;
+    ASSERT_EQ(get(p.get()), nullptr)
+        << "runq is not empty afterwards, iter " << i;
     ASSERT_TRUE(runqempty(p.get()));
   }
   // A full local queue never spilled to the global queue.
@@ -112,7 +114,8 @@ TEST_F(RunqTest, PutGetWrapsAround) {
   std::size_t next_put = 0, next_get = 0;
   for (int round = 0; round < 5000; round++) {
     int puts = 1 + (round * 7) % 13;
-    for (int k = 0; k < puts && next_put - next_get < kRunqSize; k++, next_put++)
+    for (int k = 0; k < puts && next_put - next_get < kRunqSize;
+         k++, next_put++)
       runqput(p.get(), pool.at(next_put % kRunqSize), false);
     int gets = 1 + (round * 5) % 11;
     for (int k = 0; k < gets && next_get < next_put; k++, next_get++) {
@@ -134,7 +137,8 @@ TEST_F(RunqTest, StealEveryLength) {
   auto thief = std::make_unique<P>();
   gpool pool(kRunqSize);
   for (std::uint32_t i = 0; i <= kRunqSize; i++) {
-    for (std::uint32_t j = 0; j < i; j++) runqput(victim.get(), pool.at(j), false);
+    for (std::uint32_t j = 0; j < i; j++)
+      runqput(victim.get(), pool.at(j), false);
     const std::uint32_t want = i - i / 2;
 
     G* stolen = runqsteal(thief.get(), victim.get(), true);
@@ -213,9 +217,9 @@ TEST_F(RunqTest, Runnext) {
   auto p = std::make_unique<P>();
   gpool pool(8 + kRunqSize);
   runqput(p.get(), pool.at(0), false);
-  runqput(p.get(), pool.at(1), true);   // runnext = 1
+  runqput(p.get(), pool.at(1), true);  // runnext = 1
   EXPECT_EQ(runqlen(p.get()), 1u);
-  runqput(p.get(), pool.at(2), true);   // runnext = 2, 1 kicked to tail
+  runqput(p.get(), pool.at(2), true);  // runnext = 2, 1 kicked to tail
   EXPECT_EQ(runqlen(p.get()), 2u);
   runqput(p.get(), pool.at(3), false);  // ring: 0 1 3
   EXPECT_EQ(runqlen(p.get()), 3u);
@@ -236,7 +240,8 @@ TEST_F(RunqTest, Runnext) {
 
   // Kicking runnext into a full ring spills to the global queue. (Every G
   // is distinct: the global queue links Gs through G::schedlink.)
-  for (std::uint32_t j = 0; j < kRunqSize; j++) runqput(p.get(), pool.at(8 + j), false);
+  for (std::uint32_t j = 0; j < kRunqSize; j++)
+    runqput(p.get(), pool.at(8 + j), false);
   runqput(p.get(), pool.at(4), true);
   runqput(p.get(), pool.at(5), true);  // kicks 4 into a full ring
   EXPECT_EQ(goro::rt::globrunqsize(), kRunqSize / 2 + 1);
@@ -256,7 +261,8 @@ TEST_F(RunqTest, Runnext) {
 TEST_F(RunqTest, OverflowToGlobalQueue) {
   auto p = std::make_unique<P>();
   gpool pool(kRunqSize + 1);
-  for (std::uint32_t j = 0; j < kRunqSize; j++) runqput(p.get(), pool.at(j), false);
+  for (std::uint32_t j = 0; j < kRunqSize; j++)
+    runqput(p.get(), pool.at(j), false);
   ASSERT_EQ(runqlen(p.get()), kRunqSize);
   ASSERT_EQ(goro::rt::globrunqsize(), 0u) << "spilled before the ring was full";
 
@@ -267,8 +273,8 @@ TEST_F(RunqTest, OverflowToGlobalQueue) {
   std::vector<G*> global = drain_global();
   ASSERT_EQ(global.size(), kRunqSize / 2 + 1);
   for (std::uint32_t k = 0; k < kRunqSize / 2; k++)
-    EXPECT_EQ(global[k], pool.at(k)) << "global position " << k << " holds index "
-                                     << pool.index(global[k]);
+    EXPECT_EQ(global[k], pool.at(k))
+        << "global position " << k << " holds index " << pool.index(global[k]);
   EXPECT_EQ(global[kRunqSize / 2], pool.at(kRunqSize)) << "the new G goes last";
   EXPECT_EQ(goro::rt::globrunqsize(), 0u);
 
@@ -391,7 +397,8 @@ TEST_F(RunqTest, EmptyNeverSpurious) {
   }
   if (timed_out) abandon.store(true);
   checker.join();
-  ASSERT_FALSE(timed_out) << "stopped after " << i << " of " << iters << " iterations";
+  ASSERT_FALSE(timed_out) << "stopped after " << i << " of " << iters
+                          << " iterations";
   EXPECT_EQ(spurious.load(), 0)
       << "runqempty reported a non-empty queue as empty " << spurious.load()
       << " times in " << checks.load() << " checks; first at iteration "
@@ -489,8 +496,8 @@ TEST(StealOrder, VisitsEveryPExactlyOnce) {
         ASSERT_FALSE(e.done()) << "done early: procs " << procs << " r " << r;
         std::uint32_t x = e.position();
         ASSERT_LT(x, procs) << "procs " << procs << " r " << r;
-        ASSERT_FALSE(checked[x]) << "duplicate during enumeration: procs " << procs
-                                 << " r " << r << " pos " << x;
+        ASSERT_FALSE(checked[x]) << "duplicate during enumeration: procs "
+                                 << procs << " r " << r << " pos " << x;
         checked[x] = true;
         e.next();
       }
@@ -517,8 +524,8 @@ TEST(StealOrder, StartValuesSpreadOverPositionsAndIncrements) {
       e.next();
       std::uint32_t inc = (e.position() + procs - pos) % procs;
       ASSERT_TRUE(seen.insert({pos, inc}).second)
-          << "duplicate pos+inc: procs " << procs << " r " << r << " pos " << pos
-          << " inc " << inc;
+          << "duplicate pos+inc: procs " << procs << " r " << r << " pos "
+          << pos << " inc " << inc;
     }
   }
 }

@@ -1,9 +1,8 @@
 // sysmon returns the stack memory of idle goroutine stacks to the OS: after
 // a burst of goroutines with deep stacks ends, RSS falls back (bounded wait).
-#include <goro/goro.hpp>
-
 #include <cstring>
 #include <fstream>
+#include <goro/goro.hpp>
 #include <string>
 
 #include "test_support.hpp"

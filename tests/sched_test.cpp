@@ -9,10 +9,6 @@
 // comes from the GOMAXPROCS environment variable (or the CPU count) for the
 // whole executable. Tests work for any gomaxprocs and skip the ones that
 // need parallelism when gomaxprocs() < 2.
-#include "test_support.hpp"
-
-#include <goro/goro.hpp>
-
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,12 +17,15 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <goro/goro.hpp>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace {
 
@@ -113,8 +112,10 @@ TEST(Parallelism, AllProcsRunAtOnce) {
       done.add(P);
       for (int p = 0; p < P; p++) {
         goro::go([&, p] {
-          for (int i = 0; i < 3 && !gave_up.load(std::memory_order_relaxed); i++) {
-            const std::uint32_t expected = static_cast<std::uint32_t>(P * i + p);
+          for (int i = 0; i < 3 && !gave_up.load(std::memory_order_relaxed);
+               i++) {
+            const std::uint32_t expected =
+                static_cast<std::uint32_t>(P * i + p);
             std::uint32_t spins = 0;
             while (x.load(std::memory_order_acquire) != expected) {
               if ((++spins & 0xFFF) == 0 &&
@@ -175,7 +176,8 @@ TEST(Parallelism, NestedSpawnReachesAllProcs) {
       done.wait();
     }
   });
-  EXPECT_FALSE(gave_up.load()) << "nested goroutines did not reach parallelism " << P;
+  EXPECT_FALSE(gave_up.load())
+      << "nested goroutines did not reach parallelism " << P;
 }
 
 // ---------------------------------------------------------------------------
@@ -306,7 +308,8 @@ TEST(Introspection, GoroutineIdsAreUniqueAndNonzero) {
   EXPECT_EQ(goro::goroutine_id(), 0u);
   EXPECT_NE(main_id, 0u);
   std::set<std::uint64_t> uniq(ids.begin(), ids.end());
-  EXPECT_EQ(uniq.size(), static_cast<std::size_t>(n)) << "duplicate goroutine ids";
+  EXPECT_EQ(uniq.size(), static_cast<std::size_t>(n))
+      << "duplicate goroutine ids";
   EXPECT_EQ(uniq.count(0), 0u) << "a goroutine had id 0";
   EXPECT_EQ(uniq.count(main_id), 0u) << "a goroutine reused the live main's id";
   EXPECT_EQ(changed_across_yield.load(), 0);
@@ -385,8 +388,9 @@ TEST(Gosched, YieldLetsOthersRun) {
     }
     wg.wait();
   });
-  EXPECT_FALSE(timed_out.load()) << "the flag setter never ran (" << started.load()
-                                 << " of " << P << " yielders started)";
+  EXPECT_FALSE(timed_out.load())
+      << "the flag setter never ran (" << started.load() << " of " << P
+      << " yielders started)";
 }
 
 // The main goroutine itself yielding in a loop lets a goroutine it spawned
@@ -486,7 +490,8 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
   EXPECT_TRUE(what_ok);
   EXPECT_EQ(uncaught_in_catch, 0);
   EXPECT_EQ(uncaught_after, 0);
-  EXPECT_TRUE(current_cleared) << "the handled exception outlived its catch block";
+  EXPECT_TRUE(current_cleared)
+      << "the handled exception outlived its catch block";
 }
 
 // The same, checked to actually migrate when there are at least 2 Ps.
@@ -530,7 +535,8 @@ struct parks_in_destructor {
   }
 };
 
-__attribute__((noinline)) void throw_through_parking_destructor(migrator& m, int& b,
+__attribute__((noinline)) void throw_through_parking_destructor(migrator& m,
+                                                                int& b,
                                                                 int& a) {
   parks_in_destructor guard{&m, &b, &a};
   throw std::out_of_range("in flight");
@@ -590,8 +596,8 @@ TEST(Exceptions, StateIsPerGoroutine) {
     } catch (const std::runtime_error&) {
       std::exception_ptr mine = std::current_exception();
       goro::go([&] {
-        b_saw_clean =
-            std::current_exception() == nullptr && std::uncaught_exceptions() == 0;
+        b_saw_clean = std::current_exception() == nullptr &&
+                      std::uncaught_exceptions() == 0;
         try {
           throw std::invalid_argument("B");
         } catch (const std::invalid_argument&) {
@@ -618,10 +624,13 @@ TEST(Exceptions, StateIsPerGoroutine) {
     a_finished.done();
     b_finished.wait();
   });
-  EXPECT_TRUE(b_saw_clean) << "a new goroutine inherited another's exception state";
+  EXPECT_TRUE(b_saw_clean)
+      << "a new goroutine inherited another's exception state";
   EXPECT_TRUE(a_current_kept);
-  EXPECT_TRUE(a_rethrew_own) << "A's throw; rethrew another goroutine's exception";
-  EXPECT_TRUE(b_rethrew_own) << "B's throw; rethrew another goroutine's exception";
+  EXPECT_TRUE(a_rethrew_own)
+      << "A's throw; rethrew another goroutine's exception";
+  EXPECT_TRUE(b_rethrew_own)
+      << "B's throw; rethrew another goroutine's exception";
 }
 
 // An exception thrown and caught entirely inside a goroutine, many times on
@@ -669,8 +678,8 @@ struct done_on_destroy {
   }
 };
 
-__attribute__((noinline)) void exits_from_nested_frame(std::atomic<int>& destroyed,
-                                                       std::atomic<bool>& after) {
+__attribute__((noinline)) void exits_from_nested_frame(
+    std::atomic<int>& destroyed, std::atomic<bool>& after) {
   sets_on_destroy inner{&destroyed};
   goro::goexit();
   after.store(true);  // must never run
@@ -744,7 +753,9 @@ TEST(Goexit, DestroysTheCallable) {
     goro::wait_group* wg;
     std::atomic<bool>* flag;
     on_destroy(goro::wait_group* w, std::atomic<bool>* f) : wg(w), flag(f) {}
-    on_destroy(on_destroy&& o) noexcept : wg(o.wg), flag(o.flag) { o.wg = nullptr; }
+    on_destroy(on_destroy&& o) noexcept : wg(o.wg), flag(o.flag) {
+      o.wg = nullptr;
+    }
     on_destroy(const on_destroy&) = delete;
     ~on_destroy() {
       if (!wg) return;
@@ -759,7 +770,8 @@ TEST(Goexit, DestroysTheCallable) {
     goro::wait_group wg;
     std::atomic<bool> flag{false};
     wg.add(1);
-    goro::go([s = shared](on_destroy) { goro::goexit(); }, on_destroy(&wg, &flag));
+    goro::go([s = shared](on_destroy) { goro::goexit(); },
+             on_destroy(&wg, &flag));
     joined = join_by_destructor(flag, wg);
     // wg.done() ran in the argument's destructor; the lambda (holding a
     // copy of `shared`) is destroyed in the same closure teardown.
@@ -995,7 +1007,8 @@ TEST(Go, MemberAndFreeFunctions) {
 // rather than scribbling over whatever lies below it).
 __attribute__((noinline)) int use_stack(std::size_t bytes) {
   volatile char* buf = static_cast<volatile char*>(__builtin_alloca(bytes));
-  for (std::size_t i = bytes; i >= 512; i -= 512) buf[i - 1] = static_cast<char>(i);
+  for (std::size_t i = bytes; i >= 512; i -= 512)
+    buf[i - 1] = static_cast<char>(i);
   int s = 0;
   for (std::size_t i = 0; i < bytes; i += 4096) s += buf[i];
   return s;

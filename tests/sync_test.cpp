@@ -6,14 +6,11 @@
 // with a deadline, so a broken primitive fails the test instead of hanging.
 // Holding a lock "for a while" is a busy loop that yields (the workload, not
 // synchronisation).
-#include "test_support.hpp"
-
-#include <goro/goro.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <goro/goro.hpp>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
@@ -21,6 +18,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace goro::detail {
 // White-box access to the mutex state word (see sync.hpp).
@@ -103,7 +102,8 @@ TEST(Mutex, HammerAndTryLock) {
     }
     wg.wait();
     EXPECT_EQ(violations.load(), 0);
-    const std::int64_t locked = std::int64_t(goroutines) * (loops - (loops + 2) / 3);
+    const std::int64_t locked =
+        std::int64_t(goroutines) * (loops - (loops + 2) / 3);
     EXPECT_EQ(counter, locked + tried.load());
     EXPECT_EQ(mutex_test_access::state(m), 0) << "mutex not left idle";
   });
@@ -111,7 +111,7 @@ TEST(Mutex, HammerAndTryLock) {
 
 struct fairness_result {
   bool finished = false;
-  int max_hog_rounds = 0;   // hog lock rounds during one contender wait
+  int max_hog_rounds = 0;     // hog lock rounds during one contender wait
   bool saw_starving = false;  // the hog saw starvation mode while holding
   std::int32_t final_state = -1;
 };
@@ -800,13 +800,25 @@ TEST(Semaphore, FifoOrder) {
     goro::wait_group wg;
     sem.acquire(8);  // 2 left
     wg.add(3);
-    goro::go([&] { sem.acquire(5); a_got = true; wg.done(); });
+    goro::go([&] {
+      sem.acquire(5);
+      a_got = true;
+      wg.done();
+    });
     ASSERT_TRUE(eventually([&] { return waiters() == 1; }));
-    goro::go([&] { sem.acquire(1); b_got = true; wg.done(); });
+    goro::go([&] {
+      sem.acquire(1);
+      b_got = true;
+      wg.done();
+    });
     ASSERT_TRUE(eventually([&] { return waiters() == 2; }));
     EXPECT_FALSE(b_got.load()) << "1 unit overtook a queued request for 5";
     EXPECT_FALSE(sem.try_acquire(1)) << "try_acquire overtook the queue";
-    goro::go([&] { sem.acquire(4); c_got = true; wg.done(); });
+    goro::go([&] {
+      sem.acquire(4);
+      c_got = true;
+      wg.done();
+    });
     ASSERT_TRUE(eventually([&] { return waiters() == 3; }));
 
     sem.release(3);  // 5 free: A (5) fits, then B (1) does not
@@ -866,7 +878,8 @@ TEST(Semaphore, PlainThreadWaits) {
       got = true;
       sem.release();
     });
-    ASSERT_TRUE(eventually([&] { return semaphore_test_access::waiters(sem) == 1; }));
+    ASSERT_TRUE(
+        eventually([&] { return semaphore_test_access::waiters(sem) == 1; }));
     EXPECT_FALSE(got.load());
     sem.release();
     t.join();
@@ -1040,9 +1053,15 @@ TEST(SyncPlainThread, WithoutGoroutines) {
   for (int i = 0; i < 4; i++) {
     ts.emplace_back([&] {
       for (int j = 0; j < 1000; j++) {
-        { std::lock_guard<goro::mutex> lk(m); counter++; }
+        {
+          std::lock_guard<goro::mutex> lk(m);
+          counter++;
+        }
         { std::shared_lock<goro::rwmutex> lk(rw); }
-        o.call([&] { std::lock_guard<goro::mutex> lk(m); counter += 1000000; });
+        o.call([&] {
+          std::lock_guard<goro::mutex> lk(m);
+          counter += 1000000;
+        });
       }
     });
   }

@@ -8,15 +8,11 @@
 // Tests that need a particular number of Ps set it with goro::gomaxprocs(n)
 // at the start and restore the previous value at the end: all the tests of
 // one executable share the runtime when it is run directly.
-#include "test_support.hpp"
-
 #include <goro/goro.hpp>
 
-// White-box checks: the status of a P, the P a goroutine runs on.
-#include "runtime/p.hpp"
-#include "runtime/sched.hpp"
-#include "runtime/tls.hpp"
+#include "test_support.hpp"
 
+// White-box checks: the status of a P, the P a goroutine runs on.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -34,6 +30,10 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "runtime/p.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
 
 namespace {
 
@@ -89,10 +89,12 @@ TEST(Preempt, PingPongHog) {
     auto hog = goro::make_chan<bool>();
     auto light = goro::make_chan<bool>();
     goro::wait_group wg;
-    auto body = [&](long limit, std::atomic<long>* counter, goro::chan<bool> wake) {
+    auto body = [&](long limit, std::atomic<long>* counter,
+                    goro::chan<bool> wake) {
       for (;;) {
         std::optional<bool> v;
-        if (goro::select(goro::case_recv(done), goro::case_recv(wake, v)) == 0) break;
+        if (goro::select(goro::case_recv(done), goro::case_recv(wake, v)) == 0)
+          break;
         for (long i = 0; i < limit; i++) {
           counter->store(counter->load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
@@ -104,7 +106,8 @@ TEST(Preempt, PingPongHog) {
     };
     wg.add(4);
     for (int i = 0; i < 2; i++) goro::go(body, hog_limit, &hog_count, hog);
-    for (int i = 0; i < 2; i++) goro::go(body, light_limit, &light_count, light);
+    for (int i = 0; i < 2; i++)
+      goro::go(body, light_limit, &light_count, light);
     hog.send(true);
     light.send(true);
     goro::sleep(100ms);
@@ -155,13 +158,17 @@ void spinner_lets_main_send(bool idle_first) {
   EXPECT_LT(clock::now() - t0, 2s);
 }
 
-TEST(Preempt, SpinnerWithPreemptPointLetsMainSend) { spinner_lets_main_send(false); }
+TEST(Preempt, SpinnerWithPreemptPointLetsMainSend) {
+  spinner_lets_main_send(false);
+}
 
 // The same after a period in which every P was idle: sysmon must be
 // watching again once goroutines run (Go bounds sysmon's deep sleep by the
 // next timer, and wakes it when a thread leaves a syscall or the idle
 // poller with a P).
-TEST(Preempt, SpinnerAfterIdlePeriodLetsMainSend) { spinner_lets_main_send(true); }
+TEST(Preempt, SpinnerAfterIdlePeriodLetsMainSend) {
+  spinner_lets_main_send(true);
+}
 
 // Go's TestPreemption: two goroutines take turns through an atomic,
 // busy-waiting for their turn. With one P every turn needs a preemption.
@@ -204,7 +211,8 @@ struct syscall_param {
   call_kind kind;
 };
 
-class PreemptionAfterSyscall : public ::testing::TestWithParam<syscall_param> {};
+class PreemptionAfterSyscall : public ::testing::TestWithParam<syscall_param> {
+};
 
 // Go's TestPreemptionAfterSyscall: with two Ps, eight goroutines loop on
 // blocking calls of d; main must still get to run, set the stop flag and
@@ -255,7 +263,8 @@ INSTANTIATE_TEST_SUITE_P(
                       syscall_param{100us, call_kind::sleep},
                       syscall_param{1000us, call_kind::sleep}),
     [](const ::testing::TestParamInfo<syscall_param>& info) {
-      return std::string(info.param.kind == call_kind::busy ? "Busy" : "Sleep") +
+      return std::string(info.param.kind == call_kind::busy ? "Busy"
+                                                            : "Sleep") +
              std::to_string(info.param.d.count()) + "us";
     });
 
@@ -358,7 +367,8 @@ TEST(Syscall, ReturnWithoutPWaitsForPreemption) {
     wg.wait();
   });
   EXPECT_TRUE(a_done.load());
-  EXPECT_FALSE(gave_up.load()) << "the goroutine leaving its blocking call never ran again";
+  EXPECT_FALSE(gave_up.load())
+      << "the goroutine leaving its blocking call never ran again";
 }
 
 // Threads that served blocking calls are cached and reused: 100 rounds of
@@ -387,8 +397,8 @@ TEST(Syscall, IdleThreadsAreReused) {
   ASSERT_GT(before, 0);
   // At most one thread per call in flight, one per P and a few spare.
   EXPECT_LE(after - before, per_round + 2 * procs + 4)
-      << "threads: " << before << " before, " << after_warmup << " after 10 rounds, "
-      << after << " after " << rounds;
+      << "threads: " << before << " before, " << after_warmup
+      << " after 10 rounds, " << after << " after " << rounds;
 }
 
 // From a plain thread, blocking() just runs the function.
@@ -523,7 +533,8 @@ TEST(Syscall, HammeringSyscallsDoNotStarveSleep) {
     wg.wait();
   });
   ::close(fd);
-  for (auto v : slept) EXPECT_LT(v, 1000) << "a 10 ms sleep took " << v << " ms";
+  for (auto v : slept)
+    EXPECT_LT(v, 1000) << "a 10 ms sleep took " << v << " ms";
 }
 
 // ---------------------------------------------------------------------------
@@ -534,7 +545,8 @@ TEST(Gomaxprocs, QueryAndClamp) {
     const int cur = goro::gomaxprocs(0);
     EXPECT_GE(cur, 1);
     EXPECT_EQ(goro::gomaxprocs(), cur);
-    EXPECT_EQ(goro::gomaxprocs(cur), cur) << "setting the same value is a no-op";
+    EXPECT_EQ(goro::gomaxprocs(cur), cur)
+        << "setting the same value is a no-op";
     EXPECT_THROW(goro::gomaxprocs(-1), std::invalid_argument);
     EXPECT_EQ(goro::gomaxprocs(5000), cur);
     EXPECT_EQ(goro::gomaxprocs(0), 1024) << "values above 1024 clamp";
@@ -695,7 +707,8 @@ TEST(Gomaxprocs, TimersSurviveShrink) {
       done.close();
     });
     auto giveup = goro::after(10s);
-    finished = goro::select(goro::case_recv(done), goro::case_recv(giveup)) == 0;
+    finished =
+        goro::select(goro::case_recv(done), goro::case_recv(giveup)) == 0;
     goro::gomaxprocs(old);
   });
   ASSERT_TRUE(finished) << "only " << st->woke.load() << " of " << n

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -20,9 +22,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define GORO_TEST_SANITIZED 1
@@ -113,7 +112,8 @@ class watchdog : public ::testing::EmptyTestEventListener {
  public:
   watchdog() : st_(new watchdog_state) {
     const char* env = std::getenv("GORO_TEST_WATCHDOG_S");
-    if (env && std::atoi(env) > 0) st_->limit = std::chrono::seconds(std::atoi(env));
+    if (env && std::atoi(env) > 0)
+      st_->limit = std::chrono::seconds(std::atoi(env));
     std::thread([s = st_] { s->loop(); }).detach();
   }
   void OnTestStart(const ::testing::TestInfo& info) override {

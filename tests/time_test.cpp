@@ -7,20 +7,19 @@
 // bound on how late something may happen is generous (a loaded CI machine
 // or a sanitizer may delay a wake-up by a lot), while "not before d" is
 // exact.
-#include "test_support.hpp"
-
-#include <goro/goro.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <goro/goro.hpp>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "test_support.hpp"
 
 namespace {
 
@@ -40,11 +39,12 @@ long long ms(D d) {
 
 // Receives from c, giving up after `limit` (so a timer that never fires
 // fails the test instead of hanging it).
-std::optional<goro::time_point> recv_within(const goro::chan<goro::time_point>& c,
-                                            std::chrono::nanoseconds limit) {
+std::optional<goro::time_point> recv_within(
+    const goro::chan<goro::time_point>& c, std::chrono::nanoseconds limit) {
   std::optional<goro::time_point> v;
   auto giveup = goro::after(limit);
-  if (goro::select(goro::case_recv(c, v), goro::case_recv(giveup)) == 0) return v;
+  if (goro::select(goro::case_recv(c, v), goro::case_recv(giveup)) == 0)
+    return v;
   return std::nullopt;
 }
 
@@ -63,7 +63,8 @@ TEST(Sleep, SleepsAtLeastTheDuration) {
       goro::sleep(d);
       auto el = clock::now() - t0;
       EXPECT_GE(el, d) << "sleep(" << ms(d) << " ms) returned early";
-      EXPECT_LT(el, d + slack) << "sleep(" << ms(d) << " ms) took " << ms(el) << " ms";
+      EXPECT_LT(el, d + slack)
+          << "sleep(" << ms(d) << " ms) took " << ms(el) << " ms";
     }
   });
 }
@@ -168,7 +169,8 @@ TEST(After, FireInDeadlineOrder) {
   goro::run([] {
     const int n = 5;
     std::vector<goro::chan<goro::time_point>> cs;
-    for (int i = n; i >= 1; i--) cs.push_back(goro::after(std::chrono::milliseconds(10 * i)));
+    for (int i = n; i >= 1; i--)
+      cs.push_back(goro::after(std::chrono::milliseconds(10 * i)));
     auto out = goro::make_chan<int>(n);
     goro::wait_group wg;
     wg.add(n);
@@ -240,13 +242,15 @@ TEST(Timer, ResetFiredAndStoppedTimers) {
     // Fired and drained: reset re-arms it, reporting false.
     auto t0 = clock::now();
     EXPECT_FALSE(t.reset(10ms));
-    ASSERT_TRUE(recv_within(t.c, 10s).has_value()) << "re-armed timer did not fire";
+    ASSERT_TRUE(recv_within(t.c, 10s).has_value())
+        << "re-armed timer did not fire";
     EXPECT_GE(clock::now() - t0, 10ms);
     // Stopped: reset re-arms it too.
     EXPECT_FALSE(t.reset(1h)) << "it had fired: not pending";
     EXPECT_TRUE(t.stop());
     EXPECT_FALSE(t.reset(5ms));
-    ASSERT_TRUE(recv_within(t.c, 10s).has_value()) << "reset after stop did not fire";
+    ASSERT_TRUE(recv_within(t.c, 10s).has_value())
+        << "reset after stop did not fire";
     EXPECT_FALSE(t.stop());
   });
 }
@@ -344,7 +348,8 @@ TEST(Ticker, SlowReceiverDropsTicks) {
     // About 25 periods passed; the channel holds at most one tick.
     EXPECT_LE(tk.c.len(), 1u);
     ASSERT_TRUE(recv_within(tk.c, 10s).has_value());
-    ASSERT_TRUE(recv_within(tk.c, 10s).has_value()) << "ticking stopped after a drop";
+    ASSERT_TRUE(recv_within(tk.c, 10s).has_value())
+        << "ticking stopped after a drop";
     tk.stop();
   });
 }
@@ -355,7 +360,8 @@ TEST(Ticker, ResetChangesThePeriod) {
     auto t0 = clock::now();
     tk.reset(5ms);
     for (int i = 0; i < 3; i++)
-      ASSERT_TRUE(recv_within(tk.c, 10s).has_value()) << "tick " << i << " after reset";
+      ASSERT_TRUE(recv_within(tk.c, 10s).has_value())
+          << "tick " << i << " after reset";
     EXPECT_GE(clock::now() - t0, 15ms);
     // And a stopped ticker restarts on reset.
     tk.stop();
@@ -396,11 +402,14 @@ TEST(AfterFunc, RunsInItsOwnGoroutine) {
   goro::run([] {
     auto ids = goro::make_chan<std::uint64_t>(1);
     auto t0 = clock::now();
-    goro::timer t = goro::after_func(10ms, [ids] { ids.send(goro::goroutine_id()); });
-    EXPECT_FALSE(static_cast<bool>(t.c)) << "after_func's timer has a nil channel";
+    goro::timer t =
+        goro::after_func(10ms, [ids] { ids.send(goro::goroutine_id()); });
+    EXPECT_FALSE(static_cast<bool>(t.c))
+        << "after_func's timer has a nil channel";
     std::optional<std::uint64_t> id;
     auto giveup = goro::after(10s);
-    ASSERT_EQ(goro::select(goro::case_recv(ids, id), goro::case_recv(giveup)), 0u)
+    ASSERT_EQ(goro::select(goro::case_recv(ids, id), goro::case_recv(giveup)),
+              0u)
         << "after_func never ran";
     EXPECT_GE(clock::now() - t0, 10ms);
     ASSERT_TRUE(id.has_value());
@@ -441,13 +450,15 @@ TEST(AfterFunc, StopPreventsTheCall) {
     EXPECT_FALSE(t2.reset(5ms));
     std::optional<int> v;
     auto giveup = goro::after(10s);
-    EXPECT_EQ(goro::select(goro::case_recv(ids, v), goro::case_recv(giveup)), 0u);
+    EXPECT_EQ(goro::select(goro::case_recv(ids, v), goro::case_recv(giveup)),
+              0u);
   });
 }
 
 TEST(AfterFunc, EmptyFunctionThrows) {
   goro::run([] {
-    EXPECT_THROW(goro::after_func(1ms, std::function<void()>{}), std::invalid_argument);
+    EXPECT_THROW(goro::after_func(1ms, std::function<void()>{}),
+                 std::invalid_argument);
   });
 }
 
@@ -467,7 +478,9 @@ TEST(TimerFairness, ChannelPingPongDoesNotStarveTimer) {
     for (int i = 0; i < 2; i++) {
       goro::go([&] {
         for (;;) {
-          if (goro::select(goro::case_send(c, true), goro::case_recv(done)) == 1) break;
+          if (goro::select(goro::case_send(c, true), goro::case_recv(done)) ==
+              1)
+            break;
         }
         wg.done();
       });
@@ -507,8 +520,9 @@ TEST(TimerFairness, WithBlockingCalls) {
           // A zero-byte read returns at once: a real, short system call.
           goro::blocking([&] { return ::read(fds[0], buf, 0); });
           std::optional<bool> v;
-          std::size_t k = goro::select(goro::case_send(c, true), goro::case_recv(c, v),
-                                       goro::case_recv(timer));
+          std::size_t k =
+              goro::select(goro::case_send(c, true), goro::case_recv(c, v),
+                           goro::case_recv(timer));
           if (k == 2) break;
           if (limit.passed()) {
             gave_up.fetch_add(1);
@@ -556,7 +570,8 @@ TEST(PlainThread, AfterTimerTickerAndSleep) {
 
     // after_func from a plain thread still runs fn in a goroutine.
     auto ids = goro::make_chan<std::uint64_t>(1);
-    goro::timer f = goro::after_func(2ms, [ids] { ids.send(goro::goroutine_id()); });
+    goro::timer f =
+        goro::after_func(2ms, [ids] { ids.send(goro::goroutine_id()); });
     auto id = ids.recv();
     ASSERT_TRUE(id.has_value());
     EXPECT_NE(*id, 0u);

@@ -16,9 +16,8 @@
 // chan struct{}): send() and recv() -> bool.
 #pragma once
 
-#include <goro/detail/chan_rt.hpp>
-
 #include <cstddef>
+#include <goro/detail/chan_rt.hpp>
 #include <optional>
 #include <type_traits>
 #include <utility>

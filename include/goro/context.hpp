@@ -8,8 +8,8 @@
 //     for (;;) {
 //       switch (goro::select(goro::case_recv(ctx.done()),
 //                            goro::case_recv(jobs, j))) {
-//         case 0: return;          // cancelled or timed out: ctx.err() says which
-//         case 1: run(*j); break;
+//         case 0: return;          // cancelled or timed out: ctx.err() says
+//         which case 1: run(*j); break;
 //       }
 //     }
 //   });
@@ -39,10 +39,11 @@
 // cancelled or destroyed, or its timer fires (Go's "lostcancel").
 //
 // Errors are std::error_code values of goro::context_category():
-//   if (auto e = ctx.err()) ...                   // Go: if err := ctx.Err(); err != nil
-//   e == goro::context_errc::canceled             // Go: errors.Is(err, context.Canceled)
-//   e == goro::context_errc::deadline_exceeded    // Go: context.DeadlineExceeded
-//   e.message()                                   // "context canceled", "context deadline exceeded"
+//   if (auto e = ctx.err()) ...                   // Go: if err := ctx.Err();
+//   err != nil e == goro::context_errc::canceled             // Go:
+//   errors.Is(err, context.Canceled) e == goro::context_errc::deadline_exceeded
+//   // Go: context.DeadlineExceeded e.message() // "context canceled", "context
+//   deadline exceeded"
 // They also compare equal to the portable conditions
 // std::errc::operation_canceled and std::errc::timed_out.
 //
@@ -51,13 +52,12 @@
 // context is done.
 #pragma once
 
-#include <goro/chan.hpp>
-#include <goro/time.hpp>
-
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <goro/chan.hpp>
+#include <goro/time.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -240,12 +240,12 @@ std::pair<context, cancel_func> with_timeout(const context& parent,
 
 // A child of parent that carries v (converted to T) under key.
 template <class T, class V>
-  requires std::constructible_from<T, V&&>
-context with_value(const context& parent, const context_key<T>& key, V&& v) {
-  return detail::ctx_with_value(
-      parent, static_cast<const void*>(&key), key.name(),
-      std::make_shared<const T>(std::forward<V>(v)));
-}
+  requires std::constructible_from<T, V&&> context
+  with_value(const context& parent, const context_key<T>& key, V&& v) {
+    return detail::ctx_with_value(
+        parent, static_cast<const void*>(&key), key.name(),
+        std::make_shared<const T>(std::forward<V>(v)));
+  }
 
 // A description in Go's format, e.g.
 // "context.Background.WithCancel.WithValue(request_id)".

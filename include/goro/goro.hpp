@@ -1,11 +1,11 @@
 // goro: Go's G-M-P runtime scheduler as a C++20 library. Umbrella header.
 #pragma once
 
-#include <goro/runtime.hpp>
-#include <goro/wait_group.hpp>
-#include <goro/sync.hpp>
-#include <goro/debug.hpp>
 #include <goro/chan.hpp>
-#include <goro/select.hpp>
-#include <goro/time.hpp>
 #include <goro/context.hpp>
+#include <goro/debug.hpp>
+#include <goro/runtime.hpp>
+#include <goro/select.hpp>
+#include <goro/sync.hpp>
+#include <goro/time.hpp>
+#include <goro/wait_group.hpp>

@@ -80,11 +80,9 @@ template <class F, class... Args>
 auto bind_call(F&& f, Args&&... args) {
   // std::tuple of decayed copies, not make_tuple: a std::reference_wrapper
   // stays one, so std::ref(x) binds to a T& parameter as with std::thread.
-  return [fn = std::forward<F>(f),
-          tup = std::tuple<std::decay_t<Args>...>(
-              std::forward<Args>(args)...)]() mutable {
-    std::apply(
-        [&](auto&... a) { std::invoke(fn, std::move(a)...); }, tup);
+  return [fn = std::forward<F>(f), tup = std::tuple<std::decay_t<Args>...>(
+                                       std::forward<Args>(args)...)]() mutable {
+    std::apply([&](auto&... a) { std::invoke(fn, std::move(a)...); }, tup);
   };
 }
 }  // namespace detail
@@ -100,8 +98,8 @@ void go(const go_options& opt, F&& fn, Args&&... args) {
   detail::spawn_slot slot =
       detail::newproc_prepare(opt.stack_size, sizeof(C), alignof(C));
   try {
-    ::new (slot.storage) C{detail::bind_call(std::forward<F>(fn),
-                                             std::forward<Args>(args)...)};
+    ::new (slot.storage)
+        C{detail::bind_call(std::forward<F>(fn), std::forward<Args>(args)...)};
   } catch (...) {
     detail::newproc_abort(slot);
     throw;
@@ -180,7 +178,8 @@ class blocking_scope {
   bool active_;
 };
 
-// Runs fn() as a blocking call: goro::blocking([&] { return ::read(fd, b, n); })
+// Runs fn() as a blocking call: goro::blocking([&] { return ::read(fd, b, n);
+// })
 template <class F>
 decltype(auto) blocking(F&& fn) {
   blocking_scope scope;

@@ -18,9 +18,8 @@
 //   goro::case_send(ch, value, [] { ... })
 #pragma once
 
-#include <goro/chan.hpp>
-
 #include <cstddef>
+#include <goro/chan.hpp>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -119,8 +118,8 @@ constexpr bool is_default_v = std::is_same_v<std::decay_t<C>, default_case>;
 // Receive into `out` (nullopt when the channel is closed and drained).
 template <class T>
 auto case_recv(const chan<T>& ch, std::optional<T>& out) {
-  return detail::recv_case<T, std::optional<T>*, detail::no_callback>(
-      ch, &out, {});
+  return detail::recv_case<T, std::optional<T>*, detail::no_callback>(ch, &out,
+                                                                      {});
 }
 // Receive and discard.
 template <class T>
@@ -165,8 +164,8 @@ inline detail::default_case case_default() { return {}; }
 template <class... Cases>
 std::size_t select(Cases&&... cases) {
   constexpr std::size_t n = sizeof...(Cases);
-  constexpr std::size_t ndefault = (std::size_t(0) + ... +
-                                    std::size_t(detail::is_default_v<Cases>));
+  constexpr std::size_t ndefault =
+      (std::size_t(0) + ... + std::size_t(detail::is_default_v<Cases>));
   static_assert(ndefault <= 1, "goro::select: at most one case_default()");
   constexpr std::size_t nch = n - ndefault;
   detail::scase sc[nch == 0 ? 1 : nch];

@@ -17,11 +17,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <goro/wait_group.hpp>
 #include <mutex>
 #include <system_error>
 #include <utility>
-
-#include <goro/wait_group.hpp>
 
 namespace goro {
 
@@ -98,7 +97,8 @@ class mutex {
     // over (waiters, woken, starving) needs the slow path.
     const std::int32_t now =
         state_.fetch_sub(locked_bit, std::memory_order_release) - locked_bit;
-    if (now != 0) [[unlikely]] unlock_slow(now);
+    if (now != 0) [[unlikely]]
+      unlock_slow(now);
   }
 
  private:
@@ -149,16 +149,14 @@ class rwmutex {
 
   // Shared (reader) side; the uncontended paths are one atomic add, inline.
   void lock_shared() {
-    if (reader_count_.fetch_add(1, std::memory_order_acquire) < 0)
-        [[unlikely]]
+    if (reader_count_.fetch_add(1, std::memory_order_acquire) < 0) [[unlikely]]
       lock_shared_slow();  // a writer holds or awaits the lock
   }
   bool try_lock_shared() noexcept {
     std::int32_t c = reader_count_.load(std::memory_order_relaxed);
     while (c >= 0) {
-      if (reader_count_.compare_exchange_weak(c, c + 1,
-                                              std::memory_order_acquire,
-                                              std::memory_order_relaxed))
+      if (reader_count_.compare_exchange_weak(
+              c, c + 1, std::memory_order_acquire, std::memory_order_relaxed))
         return true;
     }
     return false;
@@ -166,7 +164,8 @@ class rwmutex {
   void unlock_shared() {
     const std::int32_t r =
         reader_count_.fetch_sub(1, std::memory_order_release) - 1;
-    if (r < 0) [[unlikely]] unlock_shared_slow(r);
+    if (r < 0) [[unlikely]]
+      unlock_shared_slow(r);
   }
 
  private:
@@ -280,7 +279,7 @@ class cond {
   void broadcast() noexcept;
 
  private:
-  std::uint32_t ticket() noexcept;   // Go's notifyListAdd
+  std::uint32_t ticket() noexcept;    // Go's notifyListAdd
   void wait_ticket(std::uint32_t t);  // Go's notifyListWait
 
   detail::runtime_storage<32> list_;  // the runtime's notify_list

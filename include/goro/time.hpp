@@ -8,11 +8,10 @@
 // reset() should be used on stopped or fired timers with a drained channel.
 #pragma once
 
-#include <goro/chan.hpp>
-#include <goro/detail/timer_rt.hpp>
-
 #include <chrono>
 #include <functional>
+#include <goro/chan.hpp>
+#include <goro/detail/timer_rt.hpp>
 #include <stdexcept>
 #include <utility>
 
@@ -33,7 +32,8 @@ class timer {
   chan<time_point> c;  // receives the time when it fires (nil for after_func)
 
   explicit timer(std::chrono::nanoseconds d);
-  timer(timer&& o) noexcept : c(std::move(o.c)), t_(std::exchange(o.t_, nullptr)) {}
+  timer(timer&& o) noexcept
+      : c(std::move(o.c)), t_(std::exchange(o.t_, nullptr)) {}
   timer& operator=(timer&& o) noexcept;
   timer(const timer&) = delete;
   timer& operator=(const timer&) = delete;
@@ -62,7 +62,8 @@ class ticker {
 
   // Throws std::invalid_argument for a non-positive period (Go panics).
   explicit ticker(std::chrono::nanoseconds period);
-  ticker(ticker&& o) noexcept : c(std::move(o.c)), t_(std::exchange(o.t_, nullptr)) {}
+  ticker(ticker&& o) noexcept
+      : c(std::move(o.c)), t_(std::exchange(o.t_, nullptr)) {}
   ticker& operator=(ticker&& o) noexcept;
   ticker(const ticker&) = delete;
   ticker& operator=(const ticker&) = delete;

@@ -6,10 +6,9 @@
 // sender's runnext (and the reverse), so an unbuffered hand-off never
 // touches the buffer. Waiter records (sudogs) live in the waiter's own
 // frame: goro never moves stacks, so no per-P sudog cache is needed.
-#include "chan/hchan.hpp"
-
 #include <new>
 
+#include "chan/hchan.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
@@ -47,7 +46,8 @@ void park_on(hchan* c, rt::sudog& s, rt::wait_reason reason) {
 
 hchan* makechan(const elem_ops* ops, std::size_t cap) {
   std::size_t stride =
-      ops->size == 0 ? 0 : (ops->size + ops->align - 1) / ops->align * ops->align;
+      ops->size == 0 ? 0
+                     : (ops->size + ops->align - 1) / ops->align * ops->align;
   if (stride != 0 && cap > (std::size_t(1) << 40) / stride)
     throw std::length_error("makechan: size out of range");
   auto* c = new hchan;
@@ -56,7 +56,7 @@ hchan* makechan(const elem_ops* ops, std::size_t cap) {
   c->stride = stride;
   if (cap > 0 && stride > 0)
     c->buf = static_cast<char*>(
-        ::operator new(cap * stride, std::align_val_t(ops->align)));
+        ::operator new(cap* stride, std::align_val_t(ops->align)));
   return c;
 }
 

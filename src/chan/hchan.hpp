@@ -2,10 +2,9 @@
 // select.cpp.
 #pragma once
 
-#include <goro/detail/chan_rt.hpp>
-
 #include <atomic>
 #include <cstddef>
+#include <goro/detail/chan_rt.hpp>
 
 #include "runtime/lock.hpp"
 #include "runtime/sudog.hpp"

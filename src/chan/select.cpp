@@ -85,9 +85,10 @@ int selectgo(scase* cases, int ncases, bool block, bool* recv_ok) {
     norder++;
   }
   std::copy(pollorder, pollorder + norder, lockorder);
-  std::sort(lockorder, lockorder + norder, [cases](std::uint16_t a, std::uint16_t b) {
-    return std::less<hchan*>()(cases[a].c, cases[b].c);
-  });
+  std::sort(lockorder, lockorder + norder,
+            [cases](std::uint16_t a, std::uint16_t b) {
+              return std::less<hchan*>()(cases[a].c, cases[b].c);
+            });
 
   locked_set locks{cases, lockorder, norder};
   locks.lock();
@@ -151,7 +152,8 @@ int selectgo(scase* cases, int ncases, bool block, bool* recv_ok) {
   if (norder > small) {
     big_sg.reset(new unsigned char[std::size_t(norder) * sizeof(rt::sudog) +
                                    alignof(rt::sudog)]);
-    std::size_t space = std::size_t(norder) * sizeof(rt::sudog) + alignof(rt::sudog);
+    std::size_t space =
+        std::size_t(norder) * sizeof(rt::sudog) + alignof(rt::sudog);
     sg_mem = big_sg.get();
     std::align(alignof(rt::sudog), std::size_t(norder) * sizeof(rt::sudog),
                sg_mem, space);

@@ -28,11 +28,10 @@
 // are done, taking the children's locks in turn (parent before child, the
 // only order in which two are ever held). The walk is iterative, so deep
 // trees do not use one stack frame per generation.
-#include <goro/context.hpp>
-#include <goro/sync.hpp>
-
 #include <atomic>
 #include <cstdio>
+#include <goro/context.hpp>
+#include <goro/sync.hpp>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -187,7 +186,7 @@ struct cancel_core {
       std::size_t next = 0;
     };
     std::vector<frame> path;
-    list hold;                      // keeps visited children alive
+    list hold;                         // keeps visited children alive
     std::vector<goro::timer> stopped;  // dropped after every unlock
 
     auto enter = [&](cancel_core* c) {
@@ -408,7 +407,8 @@ std::pair<context, cancel_func> with_deadline(const context& parent,
   } else {
     const auto dur = d - now;  // positive, no overflow (now > epoch)
     std::lock_guard<goro::mutex> lk(core->mu);
-    if (core->state.load(std::memory_order_relaxed) == detail::cancel_core::live) {
+    if (core->state.load(std::memory_order_relaxed) ==
+        detail::cancel_core::live) {
       // The timer runs this in a goroutine of its own; by then `d` has
       // passed on the runtime's monotonic clock (steady_clock's).
       core->timer.emplace(goro::after_func(
@@ -437,7 +437,8 @@ std::pair<context, cancel_func> with_timeout(const context& parent,
 
 std::string to_string(const context& c) {
   std::vector<const detail::ctx_node*> chain;
-  for (const detail::ctx_node* n = c.n_.get(); n != nullptr; n = n->parent.get())
+  for (const detail::ctx_node* n = c.n_.get(); n != nullptr;
+       n = n->parent.get())
     chain.push_back(n);
   std::string s;
   if (chain.empty() || chain.back()->kind != detail::node_kind::todo)

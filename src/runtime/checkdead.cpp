@@ -95,9 +95,10 @@ void checkdead() {
   std::int32_t run = mcount() - sched.nmidle - sched.nmidlelocked - sched.nmsys;
   if (run > 0) return;
   if (run < 0)
-    fatalf("checkdead: inconsistent counts run=%d nmidle=%d nmidlelocked=%d "
-           "mcount=%d nmsys=%d",
-           run, sched.nmidle, sched.nmidlelocked, mcount(), sched.nmsys);
+    fatalf(
+        "checkdead: inconsistent counts run=%d nmidle=%d nmidlelocked=%d "
+        "mcount=%d nmsys=%d",
+        run, sched.nmidle, sched.nmidlelocked, mcount(), sched.nmsys);
   gcount c;
   forallg(count_g, &c);
   if (c.running > 0) return;  // being handed between threads right now

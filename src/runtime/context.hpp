@@ -24,12 +24,12 @@ inline void prepare_stack(G* gp, std::uintptr_t top) {
   // `ret` the stack pointer is top-8, like a normal function entry.
   auto* sp = reinterpret_cast<std::uint64_t*>(top - 16 - 7 * 8);
   sp[0] = (std::uint64_t(0x037F) << 32) | 0x1F80;
-  sp[1] = 0;                                       // r15
-  sp[2] = 0;                                       // r14
-  sp[3] = 0;                                       // r13
-  sp[4] = 0;                                       // r12
-  sp[5] = reinterpret_cast<std::uint64_t>(gp);     // rbx
-  sp[6] = 0;                                       // rbp
+  sp[1] = 0;                                              // r15
+  sp[2] = 0;                                              // r14
+  sp[3] = 0;                                              // r13
+  sp[4] = 0;                                              // r12
+  sp[5] = reinterpret_cast<std::uint64_t>(gp);            // rbx
+  sp[6] = 0;                                              // rbp
   sp[7] = reinterpret_cast<std::uint64_t>(&goro_gstart);  // return address
   gp->sched_sp = sp;
 }

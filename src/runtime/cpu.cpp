@@ -51,7 +51,8 @@ double cgroup_cpu_limit() {
     } else if (line.find(":cpu,") != std::string::npos ||
                line.find(":cpu:") != std::string::npos ||
                line.find(",cpu:") != std::string::npos) {  // cgroup v1
-      for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
+      for (const char* dir :
+           {"/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"}) {
         std::ifstream q(std::string(dir) + "/cpu.cfs_quota_us");
         std::ifstream p(std::string(dir) + "/cpu.cfs_period_us");
         double quota = 0, period = 0;

@@ -70,13 +70,13 @@ struct G {
   std::uint64_t goid = 0;
   // Intrusive link for run queues and free lists (Go's schedlink).
   G* schedlink = nullptr;
-  M* m = nullptr;  // the M running it, when running
+  M* m = nullptr;        // the M running it, when running
   M* lockedm = nullptr;  // the thread it is locked to (lock_os_thread)
-  stack stk;       // usable stack [lo, hi) and its mapping
+  stack stk;             // usable stack [lo, hi) and its mapping
   wait_reason waitreason = wait_reason::zero;
   // Asked to yield at the next safe point (set by sysmon, read by the G).
   std::atomic<bool> preempt{false};
-  bool goexiting = false;     // goexit's forced unwinding is in progress
+  bool goexiting = false;      // goexit's forced unwinding is in progress
   bool goexit_caught = false;  // the goroutine entry consumed it
   // The stack's pages were returned to the OS while the G sat in the global
   // free list (sysmon); cleared when a goroutine uses it again.

@@ -27,8 +27,7 @@ G* gfget(P* pp) {
     sched.gfree.publish();
     return gp;
   }
-  if (pp->gfree.empty() &&
-      sched.gfree.n.load(std::memory_order_relaxed) > 0) {
+  if (pp->gfree.empty() && sched.gfree.n.load(std::memory_order_relaxed) > 0) {
     lock_guard lk(sched.gfree.lock);
     while (pp->gfree.size < 32) {
       G* gp = sched.gfree.pop();

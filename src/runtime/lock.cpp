@@ -22,13 +22,13 @@ void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t val,
     ts.tv_nsec = ns % 1000000000;
     tsp = &ts;
   }
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr),
-          FUTEX_WAIT_PRIVATE, val, tsp, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE,
+          val, tsp, nullptr, 0);
 }
 
 void futex_wake(std::atomic<std::uint32_t>* addr, int count) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr),
-          FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE,
+          count, nullptr, nullptr, 0);
 }
 
 void osyield() { sched_yield(); }
@@ -43,8 +43,7 @@ void mutex::lock_slow() {
     for (int i = 0; i < 4; i++) {
       while (key_.load(std::memory_order_relaxed) == 0) {
         std::uint32_t expect = 0;
-        if (key_.compare_exchange_weak(expect, wait,
-                                       std::memory_order_acquire))
+        if (key_.compare_exchange_weak(expect, wait, std::memory_order_acquire))
           return;
       }
       procyield(30);
@@ -52,8 +51,7 @@ void mutex::lock_slow() {
     for (int i = 0; i < 1; i++) {
       while (key_.load(std::memory_order_relaxed) == 0) {
         std::uint32_t expect = 0;
-        if (key_.compare_exchange_weak(expect, wait,
-                                       std::memory_order_acquire))
+        if (key_.compare_exchange_weak(expect, wait, std::memory_order_acquire))
           return;
       }
       osyield();

@@ -25,8 +25,7 @@ class mutex {
     std::uint32_t expect = 0;
     // Fast path: uncontended acquire. Acquire ordering pairs with the
     // release in unlock().
-    if (key_.compare_exchange_strong(expect, locked,
-                                     std::memory_order_acquire))
+    if (key_.compare_exchange_strong(expect, locked, std::memory_order_acquire))
       return;
     lock_slow();
   }

@@ -6,10 +6,9 @@
 // goroutine runnable hands its P to the locked thread and sleeps in turn.
 // A locked goroutine that exits takes its thread with it (the thread may
 // be in a state the goroutine changed, so it is not reused).
-#include <goro/runtime.hpp>
-
 #include <pthread.h>
 
+#include <goro/runtime.hpp>
 #include <stdexcept>
 
 #include "runtime/sched.hpp"

@@ -19,9 +19,9 @@ struct M {
   // The goroutine running now (null on g0). Atomic (relaxed) because sysmon
   // reads it from its own thread to request preemption.
   std::atomic<G*> curg{nullptr};
-  P* p = nullptr;        // the attached P
-  P* nextp = nullptr;    // the P handed over when this M is woken
-  P* oldp = nullptr;     // the P held before a syscall
+  P* p = nullptr;         // the attached P
+  P* nextp = nullptr;     // the P handed over when this M is woken
+  P* oldp = nullptr;      // the P held before a syscall
   bool spinning = false;  // out of work and looking for some
   bool blocked = false;   // parked on `park`
   int locks = 0;          // > 0 disables preemption
@@ -31,8 +31,8 @@ struct M {
   std::uint32_t locked_ext = 0;
   // Copy of p.syscalltick at syscall entry.
   std::uint32_t syscalltick = 0;
-  bool dead = false;  // the thread exited (a locked goroutine ended)
-  note park;              // idle Ms sleep here (stopm)
+  bool dead = false;       // the thread exited (a locked goroutine ended)
+  note park;               // idle Ms sleep here (stopm)
   M* schedlink = nullptr;  // idle M list
   M* alllink = nullptr;    // allm
   pthread_t thread{};
@@ -62,7 +62,8 @@ struct M {
   std::uint32_t cheaprand() {
     // wyrand: cheap, good enough for choosing steal orders.
     rand_state += 0xa0761d6478bd642fULL;
-    __uint128_t t = __uint128_t(rand_state) * (rand_state ^ 0xe7037ed1a0b428dbULL);
+    __uint128_t t =
+        __uint128_t(rand_state) * (rand_state ^ 0xe7037ed1a0b428dbULL);
     return std::uint32_t(std::uint64_t(t >> 64) ^ std::uint64_t(t));
   }
 };

@@ -1,6 +1,5 @@
 // newproc.cpp: creating goroutines (Go's newproc/newproc1) and goids.
 #include <goro/runtime.hpp>
-
 #include <stdexcept>
 
 #include "runtime/context.hpp"

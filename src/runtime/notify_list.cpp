@@ -21,9 +21,7 @@ bool unlock_list(G*, void* l) {
 
 }  // namespace
 
-std::uint32_t notify_list_add(notify_list* l) {
-  return l->wait.fetch_add(1);
-}
+std::uint32_t notify_list_add(notify_list* l) { return l->wait.fetch_add(1); }
 
 void notify_list_wait(notify_list* l, std::uint32_t t) {
   preempt_check();

@@ -26,7 +26,7 @@ constexpr std::uint32_t runq_size = 256;
 struct P {
   std::int32_t id = 0;
   std::atomic<std::uint32_t> status{p_idle};
-  P* link = nullptr;  // idle P list
+  P* link = nullptr;           // idle P list
   std::atomic<M*> m{nullptr};  // back link to the M (null when idle)
   // Incremented on every dispatch that starts a new time slice (execute
   // without inheritTime). sysmon watches it to find long time slices.

@@ -13,8 +13,7 @@ bool preemptone(P* pp);
 // The check at every runtime entry: one relaxed load when nothing is asked.
 inline void preempt_check() {
   G* gp = getg();
-  if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed))
-    gopreempt();
+  if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed)) gopreempt();
 }
 
 // Go's forcePreemptNS: the time slice.

@@ -1,14 +1,14 @@
 // proc.cpp: runtime start-up (Go's schedinit), goro::run and the runtime
 // inspection API.
-#include <goro/runtime.hpp>
+#include <unistd.h>
 
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <goro/runtime.hpp>
 #include <mutex>
 #include <stdexcept>
-#include <unistd.h>
 
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
@@ -213,7 +213,8 @@ std::uint64_t goroutine_id() {
 
 void preempt_point() {
   rt::G* gp = rt::getg();
-  if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed)) rt::gopreempt();
+  if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed))
+    rt::gopreempt();
 }
 
 }  // namespace goro

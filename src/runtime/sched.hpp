@@ -59,8 +59,8 @@ struct schedt {
   } gfree;
 
   std::atomic<bool> gcwaiting{false};  // stop-the-world requested
-  std::int32_t stopwait = 0;  // Ps still to stop (sched.lock)
-  note stopnote;              // the stopper sleeps here
+  std::int32_t stopwait = 0;           // Ps still to stop (sched.lock)
+  note stopnote;                       // the stopper sleeps here
   // run() calls in progress (a main goroutine exists); deadlock detection
   // is armed only then. main_goexited: a main goroutine called goexit.
   std::atomic<std::int32_t> main_active{0};
@@ -114,11 +114,11 @@ void startm(P* pp, bool spinning);
 void stopm();
 void acquirep(P* pp);
 P* releasep();
-void pidleput(P* pp);  // sched.lock held
-P* pidleget();         // sched.lock held
+void pidleput(P* pp);    // sched.lock held
+P* pidleget();           // sched.lock held
 P* pidleget_spinning();  // sched.lock held
-void mput(M* mp);      // sched.lock held
-M* mget();             // sched.lock held
+void mput(M* mp);        // sched.lock held
+M* mget();               // sched.lock held
 void become_spinning(M* mp);
 // Makes a list of ready goroutines runnable (Go's injectglist).
 void injectglist(g_queue* list);

@@ -26,7 +26,8 @@ __attribute__((format(printf, 2, 3))) int trace_printf(FILE*, const char* fmt,
   int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   if (out != nullptr && n > 0)
-    out->append(buf, std::size_t(n) < sizeof buf ? std::size_t(n) : sizeof buf - 1);
+    out->append(buf,
+                std::size_t(n) < sizeof buf ? std::size_t(n) : sizeof buf - 1);
   return n;
 }
 
@@ -34,8 +35,9 @@ void print_g(G* gp, void*) {
   std::uint32_t st = readgstatus(gp);
   if (st == g_dead) return;
   M* mp = gp->m;
-  trace_printf(stderr, "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid,
-               st, st == g_waiting ? wait_reason_string(gp->waitreason) : "");
+  trace_printf(stderr,
+               "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid, st,
+               st == g_waiting ? wait_reason_string(gp->waitreason) : "");
   if (mp)
     trace_printf(stderr, "%lld", (long long)mp->id);
   else
@@ -75,9 +77,9 @@ void schedtrace_locked(bool detailed, std::int64_t now) {
     std::uint32_t len = runqlen(pp);
     if (detailed) {
       M* mp = pp->m.load(std::memory_order_relaxed);
-      trace_printf(stderr,
-                   "  P%d: status=%u schedtick=%u syscalltick=%u m=", i,
-                   pp->status.load(), pp->schedtick.load(), pp->syscalltick.load());
+      trace_printf(stderr, "  P%d: status=%u schedtick=%u syscalltick=%u m=", i,
+                   pp->status.load(), pp->schedtick.load(),
+                   pp->syscalltick.load());
       if (mp)
         trace_printf(stderr, "%lld", (long long)mp->id);
       else

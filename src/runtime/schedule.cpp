@@ -20,7 +20,8 @@ void execute(G* gp, bool inherit_time) {
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).
   if (!inherit_time)
-    pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
   owner_add(pp->nrun, 1);
   eh_restore(mp, gp);
   san_leave_g0(mp, gp);

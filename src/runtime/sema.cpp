@@ -3,9 +3,8 @@
 // FIFO of sudogs.
 #include "runtime/sema.hpp"
 
-#include <goro/runtime.hpp>
-
 #include <atomic>
+#include <goro/runtime.hpp>
 
 #include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
@@ -61,7 +60,8 @@ struct alignas(64) padded_root {
 padded_root semtable[semtab_size];
 
 sema_root& semroot(const void* addr) {
-  return semtable[(reinterpret_cast<std::uintptr_t>(addr) >> 3) % semtab_size].r;
+  return semtable[(reinterpret_cast<std::uintptr_t>(addr) >> 3) % semtab_size]
+      .r;
 }
 
 bool cansemacquire(std::uint32_t* addr) {

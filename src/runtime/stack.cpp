@@ -231,8 +231,9 @@ void fmt_u(char* buf, unsigned long long v, int base) {
   write_str(n1);
   write_str(" [running]:\n\t(guard: ");
   write_str(guard_name(gp->stk.guard));
-  write_str("; raise the limit with goro::go_options{.stack_size} or "
-            "GORO_STACK_SIZE)\n");
+  write_str(
+      "; raise the limit with goro::go_options{.stack_size} or "
+      "GORO_STACK_SIZE)\n");
   _exit(2);
 }
 
@@ -388,7 +389,8 @@ void stack_check_canary(G* gp) {
   auto* lo = reinterpret_cast<std::uint64_t*>(gp->stk.map_base);
   auto* hi = reinterpret_cast<std::uint64_t*>(gp->stk.lo) - 1;
   if (*lo != canary_value || *hi != canary_value) {
-    std::uintptr_t sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    std::uintptr_t sp =
+        reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
     report_overflow(gp, sp);
   }
 }

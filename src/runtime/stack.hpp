@@ -18,8 +18,8 @@ namespace goro::rt {
 enum class guard_kind : std::uint8_t { none, madvise, mprotect, canary };
 
 struct stack {
-  std::uintptr_t lo = 0;  // lowest usable address
-  std::uintptr_t hi = 0;  // one past the highest usable address
+  std::uintptr_t lo = 0;     // lowest usable address
+  std::uintptr_t hi = 0;     // one past the highest usable address
   char* map_base = nullptr;  // start of the mapping (guard page first)
   std::size_t map_size = 0;
   guard_kind guard = guard_kind::none;

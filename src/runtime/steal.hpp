@@ -34,8 +34,7 @@ struct random_order {
 
   void reset(std::uint32_t n);
   enumerator start(std::uint32_t r) const {
-    return enumerator{0, count, r % count,
-                      coprimes[(r / count) % ncoprimes]};
+    return enumerator{0, count, r % count, coprimes[(r / count) % ncoprimes]};
   }
 };
 

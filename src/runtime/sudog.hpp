@@ -13,8 +13,8 @@
 namespace goro::rt {
 
 struct sudog {
-  G* g = nullptr;          // the parked goroutine; null for a plain thread
-  note thread_wake;        // a plain thread blocks here...
+  G* g = nullptr;             // the parked goroutine; null for a plain thread
+  note thread_wake;           // a plain thread blocks here...
   note* wake_note = nullptr;  // ...or here (a select's shared note)
   const void* key = nullptr;  // what it waits on (semaphore address)
   sudog* next = nullptr;
@@ -28,8 +28,8 @@ struct sudog {
   sudog** winner = nullptr;
   sudog* waitlink = nullptr;  // a select's sudogs, in lock order
   sudog* wakelink = nullptr;  // close's list of waiters to wake
-  std::uint32_t ticket = 0;  // 1: the semaphore was handed to us
-  bool success = false;      // woken by a real send/recv, not by close
+  std::uint32_t ticket = 0;   // 1: the semaphore was handed to us
+  bool success = false;       // woken by a real send/recv, not by close
   bool is_select = false;
 };
 

@@ -10,12 +10,12 @@
 // hands the P off at once.
 #include <goro/runtime.hpp>
 
+#include "runtime/netpoll.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/timers.hpp"
-#include "runtime/netpoll.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
@@ -120,7 +120,8 @@ bool exitsyscallfast(P* oldp) {
 }  // namespace
 
 void entersyscall() {
-  sysmon_wake_if_waiting();  // sysmon must watch this P (Go's entersyscall_sysmon)
+  sysmon_wake_if_waiting();  // sysmon must watch this P (Go's
+                             // entersyscall_sysmon)
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
   P* pp = mp->p;

@@ -105,7 +105,8 @@ void* sysmon(void*) {
                                  ? 100LL * 1000 * 1000
                                  : 60LL * 1000 * 1000 * 1000;
         std::int64_t next = timer_sleep_until();
-        if (next != 0 && next - now < sleep) sleep = next - now > 0 ? next - now : 0;
+        if (next != 0 && next - now < sleep)
+          sleep = next - now > 0 ? next - now : 0;
         bool woken = sysmonnote.tsleep(sleep);
         if (!woken && sched.main_active.load() > 0) {
           lock_guard lk(sched.lock);

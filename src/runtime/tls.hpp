@@ -14,7 +14,8 @@
 extern "C" {
 // The M running on this thread; null on plain threads. Initial-exec TLS so
 // the read is one instruction pair, also from the shared library.
-extern __thread goro::rt::M* goro_tls_m __attribute__((tls_model("initial-exec")));
+extern __thread goro::rt::M* goro_tls_m
+    __attribute__((tls_model("initial-exec")));
 }
 
 namespace goro::rt {

@@ -1,6 +1,5 @@
 // cond.cpp: goro::cond (Go's sync.Cond) over the runtime's notify list.
 #include <goro/sync.hpp>
-
 #include <new>
 
 #include "runtime/notify_list.hpp"
@@ -20,7 +19,9 @@ inline rt::notify_list* list_of(detail::runtime_storage<32>& s) {
 
 }  // namespace
 
-cond::cond() noexcept { ::new (static_cast<void*>(list_.bytes)) rt::notify_list; }
+cond::cond() noexcept {
+  ::new (static_cast<void*>(list_.bytes)) rt::notify_list;
+}
 
 cond::~cond() { list_of(list_)->~notify_list(); }
 

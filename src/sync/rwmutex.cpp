@@ -39,8 +39,7 @@ void rwmutex::lock() {
       reader_count_.fetch_sub(max_readers, std::memory_order_acq_rel);
   // Wait for those. Readers that left between the two steps have already
   // decremented reader_wait_ below zero, so the add may bring it to zero.
-  if (r != 0 &&
-      reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
+  if (r != 0 && reader_wait_.fetch_add(r, std::memory_order_acq_rel) + r != 0) {
     rt::semacquire(&writer_sem_, rt::wait_reason::sync_rwmutex_lock);
   }
 }

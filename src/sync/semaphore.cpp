@@ -6,7 +6,6 @@
 // the lock, and wakes them after dropping it; a woken waiter already owns
 // its units.
 #include <goro/sync.hpp>
-
 #include <new>
 #include <stdexcept>
 
@@ -52,8 +51,7 @@ bool unlock_state(rt::G*, void* st) {
 }  // namespace
 
 semaphore::semaphore(std::int64_t capacity) : size_(capacity) {
-  if (capacity < 0)
-    throw std::invalid_argument("semaphore: negative capacity");
+  if (capacity < 0) throw std::invalid_argument("semaphore: negative capacity");
   ::new (static_cast<void*>(state_.bytes)) sem_state;
 }
 

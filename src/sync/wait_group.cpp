@@ -1,6 +1,5 @@
 // wait_group.cpp: Go's sync.WaitGroup over the runtime semaphore.
 #include <goro/wait_group.hpp>
-
 #include <stdexcept>
 
 #include "runtime/sema.hpp"

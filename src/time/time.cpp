@@ -2,7 +2,6 @@
 // runtime timers.
 #include <goro/runtime.hpp>
 #include <goro/time.hpp>
-
 #include <thread>
 
 #include "runtime/nanotime.hpp"
@@ -22,7 +21,8 @@ rt::timer* timer_new(timer_task* task) {
 
 bool timer_start(rt::timer* t, std::int64_t d_ns, std::int64_t period_ns) {
   std::int64_t now = rt::nanotime();
-  std::int64_t when = d_ns > INT64_MAX - now ? INT64_MAX : now + (d_ns < 0 ? 0 : d_ns);
+  std::int64_t when =
+      d_ns > INT64_MAX - now ? INT64_MAX : now + (d_ns < 0 ? 0 : d_ns);
   return rt::timer_reset(t, when, period_ns);
 }
 
@@ -93,12 +93,14 @@ timer& timer::operator=(timer&& o) noexcept {
 timer::~timer() { detail::timer_drop(t_); }
 
 bool timer::stop() {
-  if (t_ == nullptr) throw std::logic_error("goro::timer: stop on a moved-from timer");
+  if (t_ == nullptr)
+    throw std::logic_error("goro::timer: stop on a moved-from timer");
   return detail::timer_cancel(t_);
 }
 
 bool timer::reset(std::chrono::nanoseconds d) {
-  if (t_ == nullptr) throw std::logic_error("goro::timer: reset on a moved-from timer");
+  if (t_ == nullptr)
+    throw std::logic_error("goro::timer: reset on a moved-from timer");
   return detail::timer_start(t_, d.count(), 0);
 }
 
@@ -143,7 +145,8 @@ void ticker::stop() {
 
 void ticker::reset(std::chrono::nanoseconds period) {
   if (period.count() <= 0)
-    throw std::invalid_argument("non-positive interval for goro::ticker::reset");
+    throw std::invalid_argument(
+        "non-positive interval for goro::ticker::reset");
   if (t_) detail::timer_start(t_, period.count(), period.count());
 }
 
