@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "chan/hchan.hpp"
+#include "chan_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -37,38 +37,9 @@ using goro_test::scaled;
 // ---------------------------------------------------------------------------
 // helpers
 
-enum class side { senders, receivers };
-
-// Waiters queued on ch's send or receive queue right now.
-template <class T>
-std::size_t queued(const goro::chan<T>& ch, side s) {
-  goro::detail::hchan* c = ch.raw();
-  c->lock.lock();
-  std::size_t n = 0;
-  const goro::detail::waitq& q = s == side::senders ? c->sendq : c->recvq;
-  for (goro::rt::sudog* sg = q.head(); sg != nullptr; sg = sg->next) n++;
-  c->lock.unlock();
-  return n;
-}
-
-// Yields until at least n waiters are queued on ch (they are blocked in a
-// channel operation); fails after a generous bound.
-template <class T>
-::testing::AssertionResult await_queued(const goro::chan<T>& ch, side s,
-                                        std::size_t n,
-                                        std::chrono::milliseconds limit = 20s) {
-  deadline d(limit);
-  std::size_t have = 0;
-  while ((have = queued(ch, s)) < n) {
-    if (d.passed())
-      return ::testing::AssertionFailure()
-             << "only " << have << " of " << n << " expected "
-             << (s == side::senders ? "senders" : "receivers")
-             << " ever blocked on the channel";
-    goro::gosched();
-  }
-  return ::testing::AssertionSuccess();
-}
+using goro_test::await_queued;
+using goro_test::queued;
+using goro_test::side;
 
 // An element type that counts its lives and catches use of a destroyed or
 // moved-into-twice object. No copy constructor: a channel must only move.

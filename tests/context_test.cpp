@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "chan/hchan.hpp"
+#include "chan_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -54,25 +54,11 @@ bool wait_done(const goro::context& c,
                       goro::case_recv(goro::after(limit))) == 0;
 }
 
-// Polls pred, yielding, until it holds or `limit` passes; returns pred().
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  goro_test::deadline dl(limit);
-  while (!pred()) {
-    if (dl.passed()) return pred();
-    goro::gosched();
-  }
-  return true;
-}
+using goro_test::eventually;
 
 // Receivers queued on a channel right now (they are blocked in recv).
 std::size_t receivers_queued(const goro::chan<void>& ch) {
-  goro::detail::hchan* c = ch.raw();
-  c->lock.lock();
-  std::size_t n = 0;
-  for (goro::rt::sudog* sg = c->recvq.head(); sg != nullptr; sg = sg->next) n++;
-  c->lock.unlock();
-  return n;
+  return goro_test::queued(ch, goro_test::side::receivers);
 }
 
 const std::error_code kNone{};

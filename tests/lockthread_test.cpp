@@ -44,13 +44,7 @@ bool thread_exists(long tid) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-int thread_count() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  return -1;
-}
+int thread_count() { return int(goro_test::proc_status("Threads:")); }
 
 // Whether the running goroutine is wired to its thread (runtime state).
 bool locked() {
@@ -283,10 +277,12 @@ TEST(LockOSThread, YieldLocked) {
 }
 
 // Go's TestYieldLockedProgress: a locked goroutine looping on gosched with
-// a non-blocking receive still lets main's send through.
-TEST(LockOSThread, YieldLockedProgress) {
+// a non-blocking receive still lets main's send through. procs > 0 runs it
+// with that many Ps.
+void yield_locked_progress(int procs) {
   std::atomic<bool> gave_up{false};
   goro::run([&] {
+    procs_guard guard(procs > 0 ? procs : goro::gomaxprocs());
     auto c = goro::make_chan<bool>();
     auto cack = goro::make_chan<bool>();
     goro::go([&] {
@@ -304,6 +300,8 @@ TEST(LockOSThread, YieldLockedProgress) {
       goro::unlock_os_thread();
       cack.send(true);
     });
+    // As Go's test: let the locked goroutine start looping first (the send
+    // below must get through either way; this only makes the loop run).
     goro::sleep(10ms);
     c.send(true);
     cack.recv();
@@ -311,34 +309,10 @@ TEST(LockOSThread, YieldLockedProgress) {
   EXPECT_FALSE(gave_up.load());
 }
 
+TEST(LockOSThread, YieldLockedProgress) { yield_locked_progress(0); }
+
 // The same with one P.
-TEST(LockOSThread, YieldLockedProgressOneP) {
-  std::atomic<bool> gave_up{false};
-  goro::run([&] {
-    procs_guard procs(1);
-    auto c = goro::make_chan<bool>();
-    auto cack = goro::make_chan<bool>();
-    goro::go([&] {
-      goro::lock_os_thread();
-      deadline limit(10s);
-      for (;;) {
-        if (goro::select(goro::case_recv(c), goro::case_default()) == 0) break;
-        goro::gosched();
-        if (limit.passed()) {
-          gave_up.store(true);
-          c.recv();
-          break;
-        }
-      }
-      goro::unlock_os_thread();
-      cack.send(true);
-    });
-    goro::sleep(10ms);
-    c.send(true);
-    cack.recv();
-  });
-  EXPECT_FALSE(gave_up.load());
-}
+TEST(LockOSThread, YieldLockedProgressOneP) { yield_locked_progress(1); }
 
 // Go's TestLockOSThreadExit (LockOSThreadAlt): a goroutine that exits while
 // locked ends its thread; the thread id disappears from /proc/self/task.

@@ -9,13 +9,7 @@
 
 namespace {
 
-long rss_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
+long rss_kib() { return goro_test::proc_status("VmRSS:"); }
 
 __attribute__((noinline)) void deep(int n) {
   volatile char buf[4096];

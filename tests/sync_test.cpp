@@ -41,16 +41,7 @@ using goro::detail::mutex_test_access;
 using goro::detail::semaphore_test_access;
 using goro_test::scaled;
 
-// Yields until pred() holds or the deadline passes; returns pred().
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  goro_test::deadline dl(limit);
-  while (!pred()) {
-    if (dl.passed()) return pred();
-    goro::gosched();
-  }
-  return true;
-}
+using goro_test::eventually;
 
 // Busy for d, yielding (stands in for Go's time.Sleep inside a critical
 // section: the holder is off the CPU part of the time).

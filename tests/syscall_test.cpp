@@ -48,14 +48,7 @@ long long ms(D d) {
       std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
-// Threads of this process (the Threads: line of /proc/self/status).
-int thread_count() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  return -1;
-}
+int thread_count() { return int(goro_test::proc_status("Threads:")); }
 
 // Busy-waits for d without entering the runtime.
 void spin_for(std::chrono::nanoseconds d) {

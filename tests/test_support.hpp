@@ -19,6 +19,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <goro/runtime.hpp>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -75,6 +78,29 @@ struct deadline {
   explicit deadline(std::chrono::milliseconds d) : at(clock::now() + d) {}
   bool passed() const { return clock::now() >= at; }
 };
+
+// Polls pred, yielding, until it holds or `limit` passes; returns pred().
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit =
+                               std::chrono::milliseconds(5000)) {
+  deadline dl(limit);
+  while (!pred()) {
+    if (dl.passed()) return pred();
+    goro::gosched();
+  }
+  return true;
+}
+
+// A numeric field of /proc/self/status ("Threads:", "VmRSS:" in KiB), or
+// -1 when it is missing.
+inline long proc_status(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  std::size_t n = std::strlen(field);
+  while (std::getline(f, line))
+    if (line.compare(0, n, field) == 0) return std::stol(line.substr(n));
+  return -1;
+}
 
 // Aborts the process (naming the test) when a single test runs too long.
 // The state is leaked on purpose: the detached thread outlives gtest's

@@ -56,6 +56,13 @@ struct chan_base {
     return *this;
   }
   ~chan_base() { chan_release(c_); }
+
+  // The operations that do not depend on T (shared by chan<T>, chan<void>).
+  void close() const { closechan(c_); }
+  std::size_t len() const noexcept { return chanlen(c_); }
+  std::size_t cap() const noexcept { return chancap(c_); }
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+  hchan* raw() const noexcept { return c_; }
 };
 }  // namespace detail
 
@@ -102,14 +109,14 @@ class chan : private detail::chan_base<T> {
     if (closed) *closed = ready && !got;
     return take(s, got);
   }
-  void close() const { detail::closechan(c_); }
-  std::size_t len() const noexcept { return detail::chanlen(c_); }
-  std::size_t cap() const noexcept { return detail::chancap(c_); }
-  explicit operator bool() const noexcept { return c_ != nullptr; }
+  using base::cap;
+  using base::close;
+  using base::len;
+  using base::raw;
+  using base::operator bool;
   friend bool operator==(const chan& a, const chan& b) noexcept {
     return a.c_ == b.c_;
   }
-  detail::hchan* raw() const noexcept { return c_; }
 
   // range-for: receives until the channel is closed.
   class iterator {
@@ -166,14 +173,14 @@ class chan<void> : private detail::chan_base<void> {
     detail::chanrecv(c_, &e, true, &got);
     return got;
   }
-  void close() const { detail::closechan(c_); }
-  std::size_t len() const noexcept { return detail::chanlen(c_); }
-  std::size_t cap() const noexcept { return detail::chancap(c_); }
-  explicit operator bool() const noexcept { return c_ != nullptr; }
+  using base::cap;
+  using base::close;
+  using base::len;
+  using base::raw;
+  using base::operator bool;
   friend bool operator==(const chan& a, const chan& b) noexcept {
     return a.c_ == b.c_;
   }
-  detail::hchan* raw() const noexcept { return c_; }
 };
 
 template <class T>

@@ -22,15 +22,22 @@ bool unlock_chan(rt::G*, void* c) {
   return true;
 }
 
-// Parks the caller (goroutine or plain thread) on sudog s, queued on c
-// with c locked; returns with c unlocked once woken.
-void park_on(hchan* c, rt::sudog& s, rt::wait_reason reason) {
+// Queues the caller (goroutine or plain thread) on q of c, locked, and
+// parks until a peer or close completes it; returns with c unlocked.
+// True if a peer completed the operation, false if close woke it.
+bool wait_on(hchan* c, waitq& q, void* elem, rt::wait_reason reason) {
+  rt::sudog s;
+  s.g = rt::getg();
+  s.elem = elem;
+  s.c = c;
+  q.enqueue(&s);
   if (s.g != nullptr) {
     rt::gopark(unlock_chan, c, reason);
   } else {
     c->lock.unlock();
     rt::thread_park(s.thread_wake);
   }
+  return s.success;
 }
 
 [[noreturn]] void block_forever(rt::wait_reason reason) {
@@ -118,12 +125,11 @@ void complete_recv(hchan* c, rt::sudog* sg, void* elem) {
 }
 
 bool chansend(hchan* c, void* elem, bool block) {
-  rt::extern_touch();
+  rt::runtime_entry();
   if (c == nullptr) {
     if (!block) return false;
     block_forever(rt::wait_reason::chan_send_nil_chan);
   }
-  rt::preempt_check();
   // Fast path for a failed non-blocking send, without the lock: not
   // closed and full. (Both reads may be stale; that only means the send
   // "happened" a moment earlier or later, as in Go.)
@@ -149,24 +155,18 @@ bool chansend(hchan* c, void* elem, bool block) {
     c->lock.unlock();
     return false;
   }
-  rt::sudog s;
-  s.g = rt::getg();
-  s.elem = elem;
-  s.c = c;
-  c->sendq.enqueue(&s);
-  park_on(c, s, rt::wait_reason::chan_send);
-  if (!s.success) throw channel_error("send on closed channel");
+  if (!wait_on(c, c->sendq, elem, rt::wait_reason::chan_send))
+    throw channel_error("send on closed channel");
   return true;
 }
 
 bool chanrecv(hchan* c, void* elem, bool block, bool* received) {
-  rt::extern_touch();
+  rt::runtime_entry();
   *received = false;
   if (c == nullptr) {
     if (!block) return false;
     block_forever(rt::wait_reason::chan_receive_nil_chan);
   }
-  rt::preempt_check();
   if (!block && c->empty()) {
     // Non-blocking and nothing there: if it is not closed we are done. If
     // it is closed, re-check emptiness (an element may have arrived before
@@ -197,18 +197,12 @@ bool chanrecv(hchan* c, void* elem, bool block, bool* received) {
     c->lock.unlock();
     return false;
   }
-  rt::sudog s;
-  s.g = rt::getg();
-  s.elem = elem;
-  s.c = c;
-  c->recvq.enqueue(&s);
-  park_on(c, s, rt::wait_reason::chan_receive);
-  *received = s.success;
+  *received = wait_on(c, c->recvq, elem, rt::wait_reason::chan_receive);
   return true;
 }
 
 void closechan(hchan* c) {
-  rt::extern_touch();
+  rt::runtime_entry();
   if (c == nullptr) throw channel_error("close of nil channel");
   c->lock.lock();
   if (c->closed.load(std::memory_order_relaxed)) {
@@ -219,17 +213,13 @@ void closechan(hchan* c) {
   // Release every waiter: receivers get "closed" (nothing constructed),
   // senders will throw. Collect first, wake after unlocking.
   rt::sudog* wake = nullptr;
-  while (rt::sudog* sg = c->recvq.dequeue()) {
-    sg->success = false;
-    if (sg->winner) *sg->winner = sg;
-    sg->wakelink = wake;
-    wake = sg;
-  }
-  while (rt::sudog* sg = c->sendq.dequeue()) {
-    sg->success = false;
-    if (sg->winner) *sg->winner = sg;
-    sg->wakelink = wake;
-    wake = sg;
+  for (waitq* q : {&c->recvq, &c->sendq}) {
+    while (rt::sudog* sg = q->dequeue()) {
+      sg->success = false;
+      if (sg->winner) *sg->winner = sg;
+      sg->wakelink = wake;
+      wake = sg;
+    }
   }
   c->lock.unlock();
   while (wake != nullptr) {

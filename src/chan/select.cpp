@@ -62,8 +62,7 @@ bool selparkcommit(rt::G*, void* arg) {
 
 int selectgo(scase* cases, int ncases, bool block, bool* recv_ok) {
   *recv_ok = false;
-  rt::extern_touch();
-  rt::preempt_check();
+  rt::runtime_entry();
 
   constexpr int small = 8;
   std::uint16_t small_order[2 * small];

@@ -88,8 +88,6 @@ struct G {
   // The goroutine's function (a closure at the top of its stack).
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;
-  // Wake-up parameter handed over by the waker (Go's g.param).
-  void* param = nullptr;
   eh_state eh;
   std::uint64_t parent_goid = 0;
   // goro::sleep's timer, created on first use (Go's gp.timer).

@@ -17,11 +17,6 @@ void globrunqput(G* gp) {
   publish_size();
 }
 
-void globrunqputhead(G* gp) {
-  sched.runq.push_front(gp);
-  publish_size();
-}
-
 void globrunqputbatch(g_queue* batch) {
   if (batch->empty()) return;
   if (sched.runq.tail)

@@ -20,8 +20,6 @@
 
 namespace goro::rt {
 
-void mcall_dying(void (*fn)(void*));
-
 namespace {
 
 // "GOROEXIT": the exception class of goexit's forced unwinding.
@@ -37,11 +35,9 @@ void goexit0(void* arg) {
   P* pp = mp->p;
   casgstatus(gp, g_running, g_dead);
   owner_add(pp->ngoroutines, -1);
-  mp->curg.store(nullptr, std::memory_order_relaxed);
-  gp->m = nullptr;
+  dropg(mp, gp);
   gp->entry = nullptr;
   gp->arg = nullptr;
-  gp->param = nullptr;
   gp->preempt.store(false, std::memory_order_relaxed);
   gp->goexiting = false;
   gp->goexit_caught = false;

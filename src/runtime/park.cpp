@@ -12,12 +12,6 @@ namespace goro::rt {
 
 namespace {
 
-// Detaches the current goroutine from its M (Go's dropg).
-inline void dropg(M* mp, G* gp) {
-  mp->curg.store(nullptr, std::memory_order_relaxed);
-  gp->m = nullptr;
-}
-
 void mcall_impl(void (*fn)(void*), bool dying) {
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
@@ -50,21 +44,6 @@ void park_m(void* arg) {
   schedule();
 }
 
-// On g0: yield gp to the global queue (Go's gosched_m / goschedImpl).
-void gosched_m(void* arg) {
-  G* gp = static_cast<G*>(arg);
-  M* mp = getm();
-  san_enter_g0(mp);
-  casgstatus(gp, g_running, g_runnable);
-  dropg(mp, gp);
-  {
-    lock_guard lk(sched.lock);
-    globrunqput(gp);
-  }
-  wakep();
-  schedule();
-}
-
 // On g0: like gosched_m, but to the tail of the local run queue (Go's
 // goyield_m), used after a semaphore hand-off so the woken waiter runs.
 void goyield_m(void* arg) {
@@ -84,13 +63,25 @@ bool unlock_mutex(G*, void* lock) {
 
 }  // namespace
 
-void mcall(void (*fn)(G*)) {
-  mcall_impl(reinterpret_cast<void (*)(void*)>(fn), false);
-}
+void mcall(void (*fn)(void*)) { mcall_impl(fn, false); }
 
 void mcall_dying(void (*fn)(void*)) { mcall_impl(fn, true); }
 
-void mcall_impl_public(void (*fn)(void*)) { mcall_impl(fn, false); }
+void gosched_m(void* arg) {
+  // Go's goschedImpl: a yield (Gosched) and a preemption both put the
+  // goroutine at the tail of the global queue.
+  G* gp = static_cast<G*>(arg);
+  M* mp = getm();
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_runnable);
+  dropg(mp, gp);
+  {
+    lock_guard lk(sched.lock);
+    globrunqput(gp);
+  }
+  wakep();
+  schedule();
+}
 
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
   syscall_suspend sys(getg());

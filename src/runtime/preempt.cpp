@@ -12,33 +12,12 @@
 
 namespace goro::rt {
 
-void mcall_impl_public(void (*fn)(void*));
-
-namespace {
-
-void gopreempt_m(void* arg) {
-  G* gp = static_cast<G*>(arg);
-  M* mp = getm();
-  san_enter_g0(mp);
-  casgstatus(gp, g_running, g_runnable);
-  mp->curg.store(nullptr, std::memory_order_relaxed);
-  gp->m = nullptr;
-  {
-    lock_guard lk(sched.lock);
-    globrunqput(gp);
-  }
-  wakep();
-  schedule();
-}
-
-}  // namespace
-
 void gopreempt() {
   G* gp = getg();
   if (gp == nullptr) return;
   gp->preempt.store(false, std::memory_order_relaxed);
   syscall_suspend sys(gp);
-  mcall_impl_public(gopreempt_m);
+  mcall(gosched_m);  // Go's gopreempt_m: the same as a yield
 }
 
 bool preemptone(P* pp) {

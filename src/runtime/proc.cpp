@@ -20,8 +20,6 @@
 
 namespace goro::rt {
 
-M* getm_for_extern() { return getm(); }
-
 schedt sched;
 P** allp = nullptr;
 std::atomic<std::int32_t> ncpu_procs{0};

@@ -18,7 +18,6 @@ struct options;
 namespace goro::rt {
 
 void schedinit(const goro::options* opt);
-M* getm_for_extern();
 
 struct schedt {
   std::atomic<std::uint64_t> goidgen{0};
@@ -163,9 +162,6 @@ void checkdead();                    // sched.lock held
 void extern_block_begin();
 void extern_block_end();
 void note_extern_thread();
-inline void extern_touch() {
-  if (getm() == nullptr) note_extern_thread();
-}
 // A plain thread sleeps on n, counted as blocked in the runtime.
 inline void thread_park(note& n) {
   extern_block_begin();
@@ -179,7 +175,7 @@ inline void thread_unpark(note& n) {
 // --- goroutine switch (park.cpp) ---
 // Switches from the running goroutine to the scheduler stack and calls
 // fn(gp) there (Go's mcall). Returns when gp is resumed.
-void mcall(void (*fn)(G*));
+void mcall(void (*fn)(void*));
 // mcall for a goroutine that will never resume (its stack is recycled).
 void mcall_dying(void (*fn)(void*));
 // Parks the running goroutine (Go's gopark). After the switch, on g0,
@@ -187,6 +183,14 @@ void mcall_dying(void (*fn)(void*));
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason);
 // gopark that releases a runtime mutex after parking (goparkunlock).
 void goparkunlock(mutex* lock, wait_reason reason);
+// Detaches the running goroutine from its M (Go's dropg).
+inline void dropg(M* mp, G* gp) {
+  mp->curg.store(nullptr, std::memory_order_relaxed);
+  gp->m = nullptr;
+}
+// On g0: requeue gp on the global queue and schedule (Go's goschedImpl,
+// shared by gosched and preemption).
+[[noreturn]] void gosched_m(void* gp);
 // Makes a parked goroutine runnable in the waker's runnext (Go's goready).
 void goready(G* gp);
 // Yields to the tail of the local run queue (Go's goyield).
@@ -200,7 +204,6 @@ void ready_noP(G* gp);
 
 // --- global run queue (globrunq.cpp); sched.lock held ---
 void globrunqput(G* gp);
-void globrunqputhead(G* gp);
 void globrunqputbatch(g_queue* batch);
 G* globrunqget(P* pp, std::int32_t max);
 

@@ -120,13 +120,10 @@ void semacquire(std::uint32_t* addr, wait_reason reason, bool lifo) {
 }
 
 void semrelease(std::uint32_t* addr, bool handoff) {
-  extern_touch();
+  runtime_entry();  // one TLS read: plain-thread accounting or preemption
   sema_root& root = semroot(addr);
   std::atomic_ref<std::uint32_t>(*addr).fetch_add(1);
-  if (root.nwait.load() == 0) {  // nobody waits: no lock, no wake-up
-    preempt_check();
-    return;
-  }
+  if (root.nwait.load() == 0) return;  // nobody waits: no lock, no wake-up
   root.lock.lock();
   if (root.nwait.load() == 0) {
     root.lock.unlock();

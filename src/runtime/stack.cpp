@@ -309,7 +309,6 @@ void stackinit(std::size_t requested_size, int requested_guard) {
 }
 
 std::size_t default_stack_size() { return stack_bytes; }
-guard_kind default_guard() { return guard_mode; }
 
 G* malg(std::size_t size) {
   if (size == 0 || round_up(size, page_size) == stack_bytes) {

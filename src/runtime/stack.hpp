@@ -36,7 +36,6 @@ constexpr std::size_t min_stack_size = 16 * 1024;
 // the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once.
 void stackinit(std::size_t requested_size, int requested_guard);
 std::size_t default_stack_size();
-guard_kind default_guard();
 const char* guard_name(guard_kind k);
 
 // Allocates a stack of `size` bytes (0: default) and constructs a dead G at

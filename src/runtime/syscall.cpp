@@ -20,8 +20,6 @@
 
 namespace goro::rt {
 
-void mcall_impl_public(void (*fn)(void*));
-
 void handoffp(P* pp) {
   // Local or global work: start an M for it right away.
   if (!runqempty(pp) || sched.runqsize.load() != 0) {
@@ -70,8 +68,7 @@ void exitsyscall0(void* arg) {
   M* mp = getm();
   san_enter_g0(mp);
   casgstatus(gp, g_syscall, g_runnable);
-  mp->curg.store(nullptr, std::memory_order_relaxed);
-  gp->m = nullptr;
+  dropg(mp, gp);
   P* pp;
   {
     lock_guard lk(sched.lock);
@@ -120,8 +117,8 @@ bool exitsyscallfast(P* oldp) {
 }  // namespace
 
 void entersyscall() {
-  sysmon_wake_if_waiting();  // sysmon must watch this P (Go's
-                             // entersyscall_sysmon)
+  // sysmon must watch this P (Go's entersyscall_sysmon).
+  if (sysmonwait.load(std::memory_order_relaxed)) sysmon_wake_if_waiting();
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
   P* pp = mp->p;
@@ -166,7 +163,7 @@ void exitsyscall() {
     return;
   }
   // No P: queue ourselves and park the thread (exitsyscall0 on g0).
-  mcall_impl_public(exitsyscall0);
+  mcall(exitsyscall0);
 }
 
 }  // namespace goro::rt
