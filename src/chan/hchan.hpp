@@ -69,7 +69,7 @@ struct waitq {
 
 struct hchan {
   std::atomic<std::int64_t> refs{1};
-  rt::mutex lock;
+  rt::mutex lock{rt::lock_rank::hchan};
   // qcount and closed are read without the lock by the non-blocking fast
   // paths (relaxed: a stale value only sends them to the locked path or
   // reports "not ready" for an instant, as in Go).

@@ -32,6 +32,7 @@ thread_local extern_registration extern_reg;
 struct gcount {
   int waiting = 0;
   int running = 0;
+  G* first_running = nullptr;  // for the debug-build report
 };
 
 void count_g(G* gp, void* arg) {
@@ -44,7 +45,7 @@ void count_g(G* gp, void* arg) {
     case g_runnable:
     case g_running:
     case g_syscall:
-      c->running++;
+      if (c->running++ == 0) c->first_running = gp;
       break;
     default:
       break;
@@ -67,6 +68,17 @@ int os_thread_count() {
   for (; *p && field < 20; p++)
     if (*p == ' ') field++;
   return std::atoi(p);
+}
+
+// A thread the runtime does not know about (one that has not used it yet,
+// or never will) might still send, close or spawn: only threads that are
+// Ms or plain threads blocked in the runtime may exist. sched.lock held.
+bool unknown_threads_exist() {
+  int threads = os_thread_count();
+#ifdef GORO_HAVE_TSAN
+  threads -= 1;  // TSan's own background thread
+#endif
+  return threads < 0 || threads > mcount() + sched.nextern_blocked.load();
 }
 
 }  // namespace
@@ -101,7 +113,25 @@ void checkdead() {
         run, sched.nmidle, sched.nmidlelocked, mcount(), sched.nmsys);
   gcount c;
   forallg(count_g, &c);
-  if (c.running > 0) return;  // being handed between threads right now
+  if (c.running > 0) {
+    // No thread runs, yet a goroutine is runnable: nobody will ever run
+    // it. Go treats this as the runtime's own bug ("checkdead: runnable
+    // g"), and so do debug builds, where it is how a lost wake-up shows.
+    // Release builds keep going (a plain thread may still wake an M).
+#ifndef NDEBUG
+    // Unless a thread the runtime does not know yet (a plain thread that
+    // has not blocked in it) is readying it right now.
+    if (unknown_threads_exist()) return;
+    G* gp = c.first_running;
+    std::fprintf(stderr, "runtime: checkdead: find g %llu in status %u\n",
+                 static_cast<unsigned long long>(gp->goid),
+                 unsigned(readgstatus(gp)));
+    sched.lock.unlock();
+    fatal("checkdead: runnable g");
+#else
+    return;
+#endif
+  }
   if (c.waiting == 0) {
     if (sched.main_goexited.load()) {
       sched.lock.unlock();
@@ -112,14 +142,7 @@ void checkdead() {
   // A pending timer will wake someone.
   for (std::int32_t i = 0; i < nprocs(); i++)
     if (allp[i]->tm.min_when.load() != 0) return;
-  // A thread the runtime does not know about (one that has not used it
-  // yet, or never will) might still send, close or spawn: only threads
-  // that are Ms or plain threads blocked in the runtime may exist.
-  int threads = os_thread_count();
-#ifdef GORO_HAVE_TSAN
-  threads -= 1;  // TSan's own background thread
-#endif
-  if (threads < 0 || threads > mcount() + sched.nextern_blocked.load()) return;
+  if (unknown_threads_exist()) return;
   sched.lock.unlock();
   fatal("all goroutines are asleep - deadlock!");
 }

@@ -6,7 +6,7 @@
 namespace goro::rt {
 
 namespace {
-mutex allglock;
+mutex allglock{lock_rank::allg};
 G* allgs = nullptr;
 }  // namespace
 

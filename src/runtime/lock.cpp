@@ -10,6 +10,8 @@
 #include <cerrno>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/tls.hpp"
 
 namespace goro::rt {
 
@@ -63,6 +65,65 @@ void mutex::lock_slow() {
     futex_wait(&key_, sleeping, -1);
   }
 }
+
+#ifdef GORO_LOCKRANK
+// The runtime locks this thread holds, in acquisition order. A plain
+// thread_local is right here: locks are never held across a goroutine
+// switch (that is what this checks), and these functions never switch.
+namespace {
+struct held_locks {
+  static constexpr int max = 16;
+  mutex* locks[max];
+  int n = 0;
+};
+thread_local held_locks held;
+
+bool rank_allows_equal(lock_rank r) {
+  return r == lock_rank::hchan || r == lock_rank::timers;
+}
+}  // namespace
+
+void lockrank_acquire(mutex* l) {
+  held_locks& h = held;
+  for (int i = 0; i < h.n; i++) {
+    lock_rank r = h.locks[i]->rank();
+    if (h.locks[i] == l)
+      fatalf("lock ordering problem: lock %p (rank %d) acquired twice",
+             static_cast<void*>(l), int(r));
+    if (r > l->rank() || (r == l->rank() && !rank_allows_equal(r)))
+      fatalf(
+          "lock ordering problem: acquiring lock %p of rank %d while "
+          "holding lock %p of rank %d",
+          static_cast<void*>(l), int(l->rank()), static_cast<void*>(h.locks[i]),
+          int(r));
+  }
+  if (h.n == held_locks::max) fatal("lockrank: too many locks held");
+  h.locks[h.n++] = l;
+  if (M* mp = getm()) mp->locks++;
+}
+
+void lockrank_release(mutex* l) {
+  held_locks& h = held;
+  for (int i = h.n - 1; i >= 0; i--) {
+    if (h.locks[i] != l) continue;
+    for (int k = i; k + 1 < h.n; k++) h.locks[k] = h.locks[k + 1];
+    h.n--;
+    if (M* mp = getm()) mp->locks--;
+    return;
+  }
+  fatalf(
+      "lockrank: unlock of lock %p (rank %d) that this thread does not "
+      "hold",
+      static_cast<void*>(l), int(l->rank()));
+}
+
+void lockrank_assert_none(const char* where) {
+  held_locks& h = held;
+  if (h.n == 0) return;
+  fatalf("%s: holding locks (%d runtime locks held, innermost rank %d)", where,
+         h.n, int(h.locks[h.n - 1]->rank()));
+}
+#endif
 
 bool note::tsleep(std::int64_t ns) {
   if (ns < 0) {

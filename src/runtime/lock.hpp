@@ -19,10 +19,59 @@ inline void procyield(int n) {
 }
 void osyield();
 
+// Lock ranks (Go's lockrank.go): a thread may acquire a runtime lock only
+// if its rank is above the rank of every runtime lock it already holds
+// (equal is allowed where a rank says so: channels locked in address order
+// by select, two timer heaps moved under GOMAXPROCS). The table with what
+// each lock protects is in docs/design.md ("Lock ranks"). Debug builds
+// (assertions on: no NDEBUG) check the order, count the locks each thread
+// holds in M.locks, and make a goroutine switch with a runtime lock held a
+// fatal error; release builds compile all of it away.
+enum class lock_rank : std::uint8_t {
+  timer_user = 10,   // timer.mu: serialises stop/reset of one timer
+  hchan = 20,        // a channel (several at once: select, address order)
+  sema_root = 30,    // a semaphore wait-list root (sema.cpp)
+  notify_list = 30,  // a cond's notify list
+  semaphore = 30,    // goro::semaphore (weighted)
+  sched = 40,        // sched.lock: idle lists, global queue, M accounting
+  gfree = 50,        // sched.gfree.lock: the global dead-G cache
+  timers = 50,       // a P's timer heap (two at once when Ps are merged)
+  gslab = 55,        // the G slab allocator (registers new Gs in allgs)
+  allg = 60,         // allglock: the list of all Gs
+  stack = 70,        // stack chunk and G slab allocators
+  leaf = 255,        // nothing may be acquired after it
+};
+
+#ifndef NDEBUG
+#define GORO_LOCKRANK 1
+#endif
+
+class mutex;
+#ifdef GORO_LOCKRANK
+void lockrank_acquire(mutex* l);
+void lockrank_release(mutex* l);
+// Fatal error if this thread holds a runtime lock (before a goroutine
+// switch or the scheduler loop).
+void lockrank_assert_none(const char* where);
+#else
+inline void lockrank_assert_none(const char*) {}
+#endif
+
 class mutex {
  public:
+  constexpr mutex() = default;
+  explicit constexpr mutex(lock_rank r) {
+#ifdef GORO_LOCKRANK
+    rank_ = r;
+#else
+    (void)r;
+#endif
+  }
   void lock() {
     std::uint32_t expect = 0;
+#ifdef GORO_LOCKRANK
+    lockrank_acquire(this);
+#endif
     // Fast path: uncontended acquire. Acquire ordering pairs with the
     // release in unlock().
     if (key_.compare_exchange_strong(expect, locked, std::memory_order_acquire))
@@ -31,19 +80,32 @@ class mutex {
   }
   bool try_lock() {
     std::uint32_t expect = 0;
-    return key_.compare_exchange_strong(expect, locked,
-                                        std::memory_order_acquire);
+    bool ok =
+        key_.compare_exchange_strong(expect, locked, std::memory_order_acquire);
+#ifdef GORO_LOCKRANK
+    if (ok) lockrank_acquire(this);
+#endif
+    return ok;
   }
   void unlock() {
+#ifdef GORO_LOCKRANK
+    lockrank_release(this);
+#endif
     // Release ordering publishes the critical section to the next owner.
     if (key_.exchange(0, std::memory_order_release) == sleeping)
       futex_wake(&key_, 1);
   }
+#ifdef GORO_LOCKRANK
+  lock_rank rank() const { return rank_; }
+#endif
 
  private:
   static constexpr std::uint32_t locked = 1, sleeping = 2;
   void lock_slow();
   std::atomic<std::uint32_t> key_{0};
+#ifdef GORO_LOCKRANK
+  lock_rank rank_ = lock_rank::leaf;
+#endif
 };
 
 class lock_guard {

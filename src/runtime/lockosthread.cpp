@@ -30,14 +30,12 @@ void stoplockedm() {
     lock_guard lk(sched.lock);
     incidlelocked(1);
   }
+  lockrank_assert_none("stoplockedm");
   mp->blocked = true;
   mp->park.sleep();
   mp->park.clear();
   mp->blocked = false;
-  {
-    lock_guard lk(sched.lock);
-    incidlelocked(-1);
-  }
+  // The waker (startlockedm) took us out of nmidlelocked before waking us.
   acquirep(mp->nextp);
   mp->nextp = nullptr;
 }
@@ -47,7 +45,14 @@ void startlockedm(G* gp) {
   M* lmp = gp->lockedm;
   if (lmp == mp) fatal("startlockedm: locked to me");
   if (lmp->nextp != nullptr) fatal("startlockedm: m has p");
-  // Hand our P to the locked thread and go idle ourselves.
+  // Hand our P to the locked thread and go idle ourselves. The locked
+  // thread stops counting as idle before it is woken, as in Go: counted
+  // after, there would be a moment where no thread counts as running while
+  // its goroutine is runnable, and checkdead (stopm below) would see it.
+  {
+    lock_guard lk(sched.lock);
+    incidlelocked(-1);
+  }
   P* pp = releasep();
   lmp->nextp = pp;
   lmp->park.wakeup();

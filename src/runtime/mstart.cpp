@@ -11,6 +11,7 @@
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/testhook.hpp"
 #include "runtime/tls.hpp"
 
 extern "C" {
@@ -130,8 +131,18 @@ P* releasep() {
 
 void pidleput(P* pp) {
   if (!runqempty(pp)) fatal("pidleput: P has non-empty run queue");
-  if (pp->tm.min_when.load(std::memory_order_relaxed) == 0)
-    timerpmask.clear(pp->id);
+  {
+    // An idle P keeps its timer-mask bit while its heap holds timers, so
+    // thieves still run them. Timers can be added to an idle P (from a
+    // thread with no P: a plain thread or a goroutine in a blocking
+    // region), so the emptiness check and the clear happen under the heap
+    // lock, which timer_add also holds while it sets the bit.
+    lock_guard lk(pp->tm.lock);
+    bool no_timers = pp->tm.heap.empty();
+    run_test_hook(testhooks.pidleput_timers, pp, 0);
+    if (no_timers) timerpmask.clear(pp->id);
+  }
+  run_test_hook(testhooks.pidleput_timers, pp, 1);
   idlepmask.set(pp->id);
   pp->link = sched.pidle;
   sched.pidle = pp;
@@ -182,7 +193,8 @@ void stopm() {
     lock_guard lk(sched.lock);
     mput(mp);
   }
-  mp->blocked = true;
+  lockrank_assert_none("stopm");
+  mp->blocked = true;  // shown by scheddetail
   mp->park.sleep();
   mp->park.clear();
   mp->blocked = false;
@@ -224,10 +236,12 @@ void startm(P* pp, bool spinning) {
 }
 
 void wakep() {
-  // Only start a spinner if there is an idle P and nobody spins already:
-  // a spinner that finds work wakes the next one (resetspinning), so
-  // wake-ups chain without thundering herds.
-  if (sched.npidle.load() == 0) return;
+  // Start a spinner only if nobody spins already: a spinner that finds
+  // work wakes the next one (resetspinning), so wake-ups chain without
+  // thundering herds. There is deliberately no "no idle P" early return
+  // (Go 1.21's wakep): with no idle P, pidleget_spinning sets needspinning,
+  // and the next M about to give up its P spins instead. Returning early
+  // would let that M go idle while this work waits with nobody spinning.
   if (sched.nmspinning.load() != 0) return;
   std::int32_t zero = 0;
   if (!sched.nmspinning.compare_exchange_strong(zero, 1)) return;

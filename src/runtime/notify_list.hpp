@@ -25,7 +25,7 @@ struct notify_list {
   // The next ticket to notify. Written under `lock`; read without it by the
   // notifiers' fast check.
   std::atomic<std::uint32_t> notify{0};
-  mutex lock;
+  mutex lock{lock_rank::notify_list};
   // Queued waiters (linked through sudog::next), mostly in ticket order.
   sudog* head = nullptr;
   sudog* tail = nullptr;

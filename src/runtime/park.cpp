@@ -24,22 +24,53 @@ void mcall_impl(void (*fn)(void*), bool dying) {
 }
 
 // On g0: finish parking gp (Go's park_m).
+//
+// A goroutine may park inside a goro::blocking region (a channel receive in
+// the callable). It then arrives here still _Gsyscall, with the lock that
+// unlockf releases held, and its M without a P (the P is in _Psyscall, or
+// sysmon retook it). The syscall state is left here, on g0, only after
+// unlockf: leaving it earlier, on the goroutine's stack, could queue the
+// goroutine or stop the thread with the lock still held (the hang of the
+// hardening issue's bug 1). gopark re-enters the syscall state when the
+// goroutine resumes.
 void park_m(void* arg) {
   G* gp = static_cast<G*>(arg);
   M* mp = getm();
   san_enter_g0(mp);
-  casgstatus(gp, g_running, g_waiting);
+  bool in_syscall = readgstatus(gp) == g_syscall;
+  casgstatus(gp, in_syscall ? g_syscall : g_running, g_waiting);
   dropg(mp, gp);
+  bool ok = true;
   if (auto fn = mp->waitunlockf) {
     // unlockf runs after gp is _Gwaiting, so gp may already have been
     // readied by the time it returns; that is fine, we are off its stack.
-    bool ok = fn(gp, mp->waitlock);
+    ok = fn(gp, mp->waitlock);
     mp->waitunlockf = nullptr;
     mp->waitlock = nullptr;
-    if (!ok) {
-      casgstatus(gp, g_waiting, g_runnable);
-      execute(gp, true);  // resume at once, same time slice
+  }
+  if (in_syscall) {
+    // No runtime lock is held any more: take our P back, or any idle one
+    // (exitsyscall's fast path, on g0).
+    P* oldp = mp->oldp;
+    mp->oldp = nullptr;
+    if (!exitsyscall_takep(oldp)) {
+      if (!ok) {
+        // gp must run again but we have no P: queue it like exitsyscall0.
+        casgstatus(gp, g_waiting, g_runnable);
+        lock_guard lk(sched.lock);
+        globrunqput(gp);
+      }
+      if (mp->lockedg != nullptr) {
+        stoplockedm();  // until another M hands us a P for lockedg
+        execute(mp->lockedg, false);
+      }
+      stopm();
+      schedule();
     }
+  }
+  if (!ok) {
+    casgstatus(gp, g_waiting, g_runnable);
+    execute(gp, true);  // resume at once, same time slice
   }
   schedule();
 }
@@ -63,9 +94,18 @@ bool unlock_mutex(G*, void* lock) {
 
 }  // namespace
 
-void mcall(void (*fn)(void*)) { mcall_impl(fn, false); }
+// Switches other than gopark's carry no lock to g0 (gopark's unlockf
+// releases the caller's lock there, and schedule() checks that none is
+// left).
+void mcall(void (*fn)(void*)) {
+  lockrank_assert_none("mcall");
+  mcall_impl(fn, false);
+}
 
-void mcall_dying(void (*fn)(void*)) { mcall_impl(fn, true); }
+void mcall_dying(void (*fn)(void*)) {
+  lockrank_assert_none("goexit");
+  mcall_impl(fn, true);
+}
 
 void gosched_m(void* arg) {
   // Go's goschedImpl: a yield (Gosched) and a preemption both put the
@@ -84,13 +124,16 @@ void gosched_m(void* arg) {
 }
 
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
-  syscall_suspend sys(getg());
   M* mp = getm();
   G* gp = mp->curg.load(std::memory_order_relaxed);
+  // Inside a goro::blocking region park_m leaves the syscall state on g0,
+  // after unlockf released the caller's lock; re-enter it on resuming.
+  bool in_syscall = readgstatus(gp) == g_syscall;
   mp->waitunlockf = unlockf;
   mp->waitlock = lock;
   gp->waitreason = reason;
   mcall_impl(park_m, false);
+  if (in_syscall) entersyscall();
 }
 
 void goparkunlock(mutex* lock, wait_reason reason) {
@@ -116,6 +159,7 @@ void goyield() {
     return;
   }
   syscall_suspend sys(getg());
+  lockrank_assert_none("goyield");
   mcall_impl(goyield_m, false);
 }
 
@@ -154,6 +198,7 @@ void gosched() {
     return;
   }
   syscall_suspend sys(getg());
+  lockrank_assert_none("gosched");
   mcall_impl(gosched_m, false);
 }
 

@@ -22,7 +22,7 @@ void schedinit(const goro::options* opt);
 struct schedt {
   std::atomic<std::uint64_t> goidgen{0};
   // The global scheduler lock: idle lists, global run queue, M accounting.
-  mutex lock;
+  mutex lock{lock_rank::sched};
 
   M* midle = nullptr;  // idle Ms
   std::int32_t nmidle = 0;
@@ -43,7 +43,7 @@ struct schedt {
 
   // Global cache of dead Gs with stacks.
   struct {
-    mutex lock;
+    mutex lock{lock_rank::gfree};
     g_list list;   // stacks still holding memory (reused first: warm)
     g_list clean;  // stacks whose memory sysmon returned to the OS
     // list.size + clean.size, readable without the lock (gfget's peek).
@@ -131,6 +131,10 @@ std::int32_t mcount();       // sched.lock held
 void entersyscall();
 void entersyscallblock();
 void exitsyscall();
+// exitsyscall's fast path: take oldp back if it is still in _Psyscall, else
+// any idle P. False (and no P) when there is none or a stop-the-world is
+// pending.
+bool exitsyscall_takep(P* oldp);
 void handoffp(P* pp);
 // A goroutine that parks or yields inside a goro::blocking region leaves
 // the syscall state for the switch and re-enters it after resuming.

@@ -23,6 +23,7 @@ void execute(G* gp, bool inherit_time) {
     pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
   owner_add(pp->nrun, 1);
+  lockrank_assert_none("execute");
   eh_restore(mp, gp);
   san_leave_g0(mp, gp);
   goro_gogo(gp->sched_sp);
@@ -43,7 +44,11 @@ void resetspinning() {
 
 void schedule() {
   M* mp = getm();
+  // A runtime lock held here was taken on a goroutine's stack and will
+  // never be released by it in time (the class of the blocking-region
+  // park hang). Debug builds only: M.locks is kept by the lock-rank checker.
   if (mp->locks != 0) fatal("schedule: holding locks");
+  lockrank_assert_none("schedule");
   if (mp->lockedg != nullptr) {
     // A locked thread runs only its goroutine: wait until it is runnable.
     stoplockedm();

@@ -16,7 +16,7 @@ namespace goro::rt {
 namespace {
 
 struct sema_root {
-  mutex lock;
+  mutex lock{lock_rank::sema_root};
   std::atomic<std::uint32_t> nwait{0};
   sudog* head = nullptr;
   sudog* tail = nullptr;

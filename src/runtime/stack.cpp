@@ -43,7 +43,7 @@ constexpr std::uint64_t canary_value = 0x6b636174735f6f67ULL;  // "go_stack"
 // Default-size stacks are carved from chunks of this many stacks: one
 // mmap per chunk instead of one per goroutine.
 constexpr std::size_t chunk_stacks = 64;
-mutex chunk_lock;
+mutex chunk_lock{lock_rank::stack};
 char* chunk_next = nullptr;
 std::size_t chunk_left = 0;
 bool chunk_guarded = false;  // guards of the current chunk already installed
@@ -132,7 +132,7 @@ void install_guard(stack& s) {
 // goroutine's closure and frames live on its own stack page.
 [[noreturn]] void out_of_memory(std::size_t size);
 
-mutex gslab_lock;
+mutex gslab_lock{lock_rank::gslab};
 char* gslab_next = nullptr;
 std::size_t gslab_left = 0;
 g_list gnostack;  // Gs whose stack was freed (Go's gFree.noStack)

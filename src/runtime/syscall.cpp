@@ -8,6 +8,8 @@
 // whole tick, >= 20 us) and the P is useful elsewhere does sysmon retake it
 // and hand it to another thread (handoffp). A call known to block long
 // hands the P off at once.
+#include <errno.h>
+
 #include <goro/runtime.hpp>
 
 #include "runtime/netpoll.hpp"
@@ -88,14 +90,27 @@ void exitsyscall0(void* arg) {
   schedule();
 }
 
-bool exitsyscallfast(P* oldp) {
+}  // namespace
+
+namespace {
+
+void acquirep_after_syscall(P* pp) {
+  acquirep(pp);
+  // sysmon's view of this P's syscall is over.
+  pp->syscalltick.store(pp->syscalltick.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_relaxed);
+}
+
+}  // namespace
+
+bool exitsyscall_takep(P* oldp) {
   if (sched.gcwaiting.load()) return false;
   // Our own P, if sysmon did not take it meanwhile.
   if (oldp != nullptr &&
       oldp->status.load(std::memory_order_relaxed) == p_syscall) {
     std::uint32_t s = p_syscall;
     if (oldp->status.compare_exchange_strong(s, p_idle)) {
-      acquirep(oldp);
+      acquirep_after_syscall(oldp);
       return true;
     }
   }
@@ -107,14 +122,12 @@ bool exitsyscallfast(P* oldp) {
       pp = pidleget();
     }
     if (pp != nullptr) {
-      acquirep(pp);
+      acquirep_after_syscall(pp);
       return true;
     }
   }
   return false;
 }
-
-}  // namespace
 
 void entersyscall() {
   // sysmon must watch this P (Go's entersyscall_sysmon).
@@ -127,9 +140,13 @@ void entersyscall() {
   pp->m.store(nullptr, std::memory_order_relaxed);
   mp->oldp = pp;
   mp->p = nullptr;
-  // Release: sysmon (acquire CAS) may take the P from here on.
-  pp->status.store(p_syscall, std::memory_order_release);
-  if (sched.gcwaiting.load()) {
+  // seq_cst store (XCHG): sysmon (acquire CAS) may take the P from here on,
+  // and it is also our #StoreLoad against stop_the_world, which stores
+  // gcwaiting and then CASes _Psyscall Ps to _Pgcstop. With a release store
+  // the gcwaiting load below could be satisfied before the status store is
+  // visible: the stopper would miss our P and we would miss its request.
+  pp->status.store(p_syscall, std::memory_order_seq_cst);
+  if (sched.gcwaiting.load(std::memory_order_seq_cst)) {
     // A stop-the-world is waiting for our P: give it up now.
     std::uint32_t s = p_syscall;
     if (pp->status.compare_exchange_strong(s, p_gcstop)) {
@@ -154,10 +171,7 @@ void exitsyscall() {
   G* gp = mp->curg.load(std::memory_order_relaxed);
   P* oldp = mp->oldp;
   mp->oldp = nullptr;
-  if (exitsyscallfast(oldp)) {
-    P* pp = mp->p;
-    pp->syscalltick.store(pp->syscalltick.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_relaxed);
+  if (exitsyscall_takep(oldp)) {
     casgstatus(gp, g_syscall, g_running);
     preempt_check();
     return;
@@ -181,10 +195,30 @@ blocking_scope::blocking_scope(bool long_call) {
     rt::entersyscall();
 }
 
+namespace {
+
+// errno's address on the calling thread, computed afresh on every call.
+// glibc declares __errno_location const, so a compiler may keep the address
+// it computed before a goroutine switch and use it after, on another
+// thread; the asm makes the result opaque, so every call recomputes it.
+__attribute__((noinline)) int* errno_here() {
+  int* p = &errno;
+  asm volatile("" : "+r"(p));
+  return p;
+}
+
+}  // namespace
+
 blocking_scope::~blocking_scope() {
   if (!active_) return;
   rt::G* gp = rt::getg();
-  if (--gp->syscall_depth == 0) rt::exitsyscall();
+  if (--gp->syscall_depth != 0) return;
+  // exitsyscall may move the goroutine to another thread (and the runtime
+  // may make system calls of its own): carry the errno the blocking call
+  // left on this thread over to the one the goroutine continues on.
+  int err = *errno_here();
+  rt::exitsyscall();
+  *errno_here() = err;
 }
 
 int set_max_threads(int n) {

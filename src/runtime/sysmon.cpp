@@ -55,11 +55,24 @@ int retake(std::int64_t now) {
     if (runqempty(pp) && sched.nmspinning.load() + sched.npidle.load() > 0 &&
         pp->sysmon_syscallwhen + 10 * 1000 * 1000 > now)
       continue;
+    // While sysmon holds the P it counts as a running thread (Go's retake
+    // does the same with nmidlelocked): the M we take it from may leave
+    // its syscall meanwhile, queue its goroutine, go idle and run
+    // checkdead; with sysmon not counted, that goroutine would look
+    // runnable with no thread running.
+    {
+      lock_guard lk(sched.lock);
+      incidlelocked(-1);
+    }
     std::uint32_t expect = p_syscall;
     if (pp->status.compare_exchange_strong(expect, p_idle)) {
       n++;
       pp->syscalltick.store(t + 1, std::memory_order_relaxed);
       handoffp(pp);
+    }
+    {
+      lock_guard lk(sched.lock);
+      incidlelocked(1);
     }
   }
   return n;

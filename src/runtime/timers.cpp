@@ -6,6 +6,7 @@
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/testhook.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
@@ -73,7 +74,9 @@ void heap_remove(timers& ts, timer* t) {
     ts.heap.pop_back();
   }
   t->index = -1;
-  t->pp.store(nullptr, std::memory_order_relaxed);
+  // Release: a stopper that reads pp == null without the heap lock (unlink)
+  // also sees the firing count check_timers raised before removing it.
+  t->pp.store(nullptr, std::memory_order_release);
   update_min(ts);
 }
 
@@ -119,14 +122,16 @@ void timer_add(timer* t, std::int64_t when) {
   {
     lock_guard lk(pp->tm.lock);
     heap_push(pp, t);
+    // Under the heap lock: pidleput clears the bit under it too (an idle
+    // P may get timers from a thread without a P).
+    timerpmask.set(pp->id);
   }
-  timerpmask.set(pp->id);
   wake_netpoller(when);
 }
 
 // Waits until a firing of t in progress on another thread has finished.
 void wait_not_firing(timer* t) {
-  while (t->firing.load(std::memory_order_acquire)) osyield();
+  while (t->firing.load(std::memory_order_acquire) != 0) osyield();
 }
 
 bool timer_stop(timer* t) {
@@ -158,6 +163,9 @@ std::int64_t check_timers(P* pp, std::int64_t now, bool* ran) {
   while (!ts.heap.empty() && ts.heap[0]->when <= now) {
     timer* t = ts.heap[0];
     bool refcounted = t->task != nullptr;
+    // Counted as firing before it leaves the heap: a stop() that finds it
+    // gone (pp == null, read without the heap lock) then waits for us.
+    t->firing.fetch_add(1, std::memory_order_relaxed);
     if (t->period > 0) {
       // Periodic: re-arm for the next period after now, skipping missed
       // ones (a slow receiver gets ticks dropped, as Go's tickers do).
@@ -169,11 +177,12 @@ std::int64_t check_timers(P* pp, std::int64_t now, bool* ran) {
     } else {
       heap_remove(ts, t);  // the heap's reference passes to this run
     }
-    t->firing.store(true, std::memory_order_relaxed);
+    run_test_hook(testhooks.timer_unlinked, t);
     ts.lock.unlock();
     *ran = true;
     fire(t, now);
-    t->firing.store(false, std::memory_order_release);
+    // Release: what the firing did is visible to a stop() that sees 0.
+    t->firing.fetch_sub(1, std::memory_order_release);
     if (refcounted) timer_release(t);
     ts.lock.lock();
   }

@@ -23,7 +23,7 @@ struct timer {
   // Serialises user operations (stop/reset) on this timer. Lock order:
   // timer.mu, then the heap's lock. Running a timer takes only the heap
   // lock.
-  mutex mu;
+  mutex mu{lock_rank::timer_user};
   // The P whose heap holds the timer (changed under that heap's lock).
   std::atomic<P*> pp{nullptr};
   std::int32_t index = -1;  // position in the heap
@@ -38,13 +38,16 @@ struct timer {
   // it runs. The last release deletes task and timer (refcounted timers
   // only; a G's sleep timer lives as long as the G).
   std::atomic<std::int32_t> refs{1};
-  // Set while its function runs; stop/reset wait for it (as Go's
-  // deltimer waits for timerRunning) so nothing fires after they return.
-  std::atomic<bool> firing{false};
+  // Firings in progress: stop/reset wait until it is 0 (as Go's deltimer
+  // waits for timerRunning) so nothing fires after they return. A count,
+  // not a flag: a ticker due again can be fired by its P's owner and by a
+  // thief at the same time. Raised under the heap lock before the timer
+  // leaves the heap (see check_timers).
+  std::atomic<std::int32_t> firing{0};
 };
 
 struct timers {
-  mutex lock;
+  mutex lock{lock_rank::timers};
   std::vector<timer*> heap;
   // heap[0]->when or 0 when empty; read without the lock.
   std::atomic<std::int64_t> min_when{0};

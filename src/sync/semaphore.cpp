@@ -26,7 +26,7 @@ struct waiter {
 };
 
 struct sem_state {
-  rt::mutex lock;
+  rt::mutex lock{rt::lock_rank::semaphore};
   std::int64_t cur = 0;  // units held
   waiter* head = nullptr;
   waiter* tail = nullptr;
