@@ -39,7 +39,6 @@ void count_g(G* gp, void* arg) {
   auto* c = static_cast<gcount*>(arg);
   switch (readgstatus(gp)) {
     case g_waiting:
-    case g_preempted:
       c->waiting++;
       break;
     case g_runnable:
@@ -140,7 +139,7 @@ void checkdead() {
     return;
   }
   // A pending timer will wake someone.
-  for (std::int32_t i = 0; i < nprocs(); i++)
+  for (std::int32_t i = 0; i < gomaxprocs_now(); i++)
     if (allp[i]->tm.min_when.load() != 0) return;
   if (unknown_threads_exist()) return;
   sched.lock.unlock();

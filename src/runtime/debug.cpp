@@ -8,7 +8,7 @@ namespace goro::debug {
 std::vector<p_stats> per_p_stats() {
   std::vector<p_stats> out;
   if (!rt::runtime_started.load(std::memory_order_acquire)) return out;
-  for (std::int32_t i = 0; i < rt::nprocs(); i++) {
+  for (std::int32_t i = 0; i < rt::gomaxprocs_now(); i++) {
     rt::P* pp = rt::allp[i];
     out.push_back({i, pp->nrun.load(std::memory_order_relaxed),
                    pp->nstolen.load(std::memory_order_relaxed)});

@@ -65,7 +65,7 @@ top:
 
   // This P's expired timers; they may ready goroutines into our queue.
   bool ran = false;
-  std::int64_t pollUntil = check_timers(pp, 0, &ran);
+  std::int64_t poll_until = check_timers(pp, 0, &ran);
 
   // Fairness: every 61st time slice look at the global queue first, so
   // two goroutines that keep readying each other through runnext cannot
@@ -87,7 +87,7 @@ top:
 
   // Non-blocking netpoll, if someone waits on descriptors and no M is
   // already blocked in the poller.
-  if (netpollinited() && netpoll_any_waiters() && sched.lastpoll.load() != 0) {
+  if (netpollinited() && netpoll_any_waiters() && sched.last_poll.load() != 0) {
     g_queue list = netpoll(0);
     if (!list.empty()) {
       G* gp = list.pop();
@@ -100,7 +100,7 @@ top:
   // Steal, but limit the number of spinning Ms to half the busy Ps:
   // with low parallelism, more spinners only burn CPU.
   if (mp->spinning ||
-      2 * sched.nmspinning.load() < nprocs() - sched.npidle.load()) {
+      2 * sched.nmspinning.load() < gomaxprocs_now() - sched.npidle.load()) {
     if (!mp->spinning) become_spinning(mp);
     bool new_work = false, ran_timers = false;
     if (G* gp = stealwork(pp, &new_work, &ran_timers)) return gp;
@@ -110,7 +110,7 @@ top:
   // Nothing found: prepare to give up the P. Snapshot allp first; it can
   // change once we no longer hold a P.
   {
-    std::int32_t n = nprocs();
+    std::int32_t n = gomaxprocs_now();
     P** allp_snapshot = allp;
     sched.lock.lock();
     if (sched.gcwaiting.load(std::memory_order_relaxed)) {
@@ -170,22 +170,22 @@ top:
     // The earliest timer of any P bounds the idle sleep (Go's
     // checkTimersNoP).
     std::int64_t next = timer_sleep_until();
-    if (next != 0 && (pollUntil == 0 || next < pollUntil)) pollUntil = next;
+    if (next != 0 && (poll_until == 0 || next < poll_until)) poll_until = next;
 
     // Become the poller: block in netpoll until the next timer.
-    if (netpollinited() && (netpoll_any_waiters() || pollUntil != 0) &&
-        sched.lastpoll.exchange(0) != 0) {
-      sched.pollUntil.store(pollUntil);
+    if (netpollinited() && (netpoll_any_waiters() || poll_until != 0) &&
+        sched.last_poll.exchange(0) != 0) {
+      sched.poll_until.store(poll_until);
       std::int64_t delay = -1;
-      if (pollUntil != 0) {
+      if (poll_until != 0) {
         std::int64_t now = nanotime();
-        delay = pollUntil - now;
+        delay = poll_until - now;
         if (delay < 0) delay = 0;
       }
       g_queue list = netpoll(delay);
       std::int64_t now = nanotime();
-      sched.pollUntil.store(0);
-      sched.lastpoll.store(now);
+      sched.poll_until.store(0);
+      sched.last_poll.store(now);
       sched.lock.lock();
       P* p2 = pidleget();
       sched.lock.unlock();
@@ -202,10 +202,10 @@ top:
         if (was_spinning) become_spinning(mp);
         goto top;  // a timer is probably due
       }
-    } else if (pollUntil != 0 && netpollinited()) {
+    } else if (poll_until != 0 && netpollinited()) {
       // Someone else polls; make sure it wakes in time for our timer.
-      std::int64_t until = sched.pollUntil.load();
-      if (until == 0 || until > pollUntil) netpollbreak();
+      std::int64_t until = sched.poll_until.load();
+      if (until == 0 || until > poll_until) netpollbreak();
     }
     stopm();
     goto top;

@@ -42,8 +42,6 @@ const char* gstatus_string(std::uint32_t s) {
       return "waiting";
     case g_dead:
       return "dead";
-    case g_preempted:
-      return "preempted";
     default:
       return "???";
   }
@@ -81,8 +79,6 @@ const char* wait_reason_string(wait_reason r) {
       return "sync.WaitGroup.Wait";
     case wait_reason::sync_cond_wait:
       return "sync.Cond.Wait";
-    case wait_reason::preempted:
-      return "preempted";
     case wait_reason::stopping_the_world:
       return "stopping the world";
     case wait_reason::sync_once:

@@ -24,7 +24,6 @@ enum gstatus : std::uint32_t {
   g_syscall = 3,
   g_waiting = 4,
   g_dead = 6,
-  g_preempted = 9,
 };
 
 // Why a goroutine is parked (Go's waitReason); every park names one.
@@ -44,7 +43,6 @@ enum class wait_reason : std::uint8_t {
   sync_rwmutex_lock,
   sync_wait_group_wait,
   sync_cond_wait,
-  preempted,
   stopping_the_world,
   sync_once,
   context,
@@ -84,7 +82,6 @@ struct G {
   // Nesting depth of goro::blocking regions (only the outermost one does
   // entersyscall/exitsyscall).
   std::uint32_t syscall_depth = 0;
-  std::int64_t waitsince = 0;
   // The goroutine's function (a closure at the top of its stack).
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;

@@ -35,7 +35,7 @@ G* globrunqget(P* pp, std::int32_t max) {
   // Take a fair share: size/gomaxprocs + 1, at most what is there, at
   // most max, at most half a local ring (the caller's ring is empty here,
   // so the runqputs below cannot overflow back into this locked queue).
-  std::int32_t n = size / nprocs() + 1;
+  std::int32_t n = size / gomaxprocs_now() + 1;
   if (n > size) n = size;
   if (max > 0 && n > max) n = max;
   if (n > std::int32_t(runq_size / 2)) n = runq_size / 2;

@@ -90,9 +90,9 @@ g_queue netpoll(std::int64_t delay) {
 }
 
 void wake_netpoller(std::int64_t when) {
-  if (sched.lastpoll.load() == 0) {
+  if (sched.last_poll.load() == 0) {
     // An M sleeps in netpoll; break it if it would sleep past `when`.
-    std::int64_t until = sched.pollUntil.load();
+    std::int64_t until = sched.poll_until.load();
     if (until == 0 || until > when) netpollbreak();
   } else {
     // Nobody polls: get an M to service the new timer.

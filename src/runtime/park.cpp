@@ -169,7 +169,7 @@ bool sync_runtime_canspin(int i) {
   // (Go's sync_runtime_canSpin).
   constexpr int active_spin = 4;
   if (i >= active_spin || usable_cpus_cached() <= 1) return false;
-  if (nprocs() <= sched.npidle.load() + sched.nmspinning.load() + 1)
+  if (gomaxprocs_now() <= sched.npidle.load() + sched.nmspinning.load() + 1)
     return false;
   M* mp = getm();
   if (mp == nullptr || mp->p == nullptr || !runqempty(mp->p)) return false;

@@ -69,9 +69,9 @@ struct schedt {
   std::atomic<std::int32_t> nextern{0};
   std::atomic<std::int32_t> nextern_blocked{0};
   // Time of the last netpoll; 0 while some M is blocked in netpoll (that
-  // M is "the poller"). pollUntil: when the poller will wake by itself.
-  std::atomic<std::int64_t> lastpoll{1};
-  std::atomic<std::int64_t> pollUntil{0};
+  // M is "the poller"). poll_until: when the poller will wake by itself.
+  std::atomic<std::int64_t> last_poll{1};
+  std::atomic<std::int64_t> poll_until{0};
   // Goroutines created from plain threads minus those accounted on Ps.
   std::atomic<std::int64_t> ngoroutines_extra{0};
 };
@@ -94,14 +94,14 @@ struct pmask {
 
 // allp[0..gomaxprocs) and friends. allp only grows; Ps are never freed.
 extern P** allp;
-extern std::atomic<std::int32_t> ncpu_procs;  // Go's gomaxprocs
+extern std::atomic<std::int32_t> gomaxprocs_value;  // Go's gomaxprocs
 extern pmask idlepmask;
 extern pmask timerpmask;  // P may have timers
 extern std::atomic<bool> runtime_started;
 extern M* allm;
 
-inline std::int32_t nprocs() {
-  return ncpu_procs.load(std::memory_order_relaxed);
+inline std::int32_t gomaxprocs_now() {
+  return gomaxprocs_value.load(std::memory_order_relaxed);
 }
 
 // --- scheduler (schedule.cpp, findrunnable.cpp, mstart.cpp) ---

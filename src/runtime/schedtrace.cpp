@@ -59,7 +59,7 @@ void schedtrace(bool detailed) {
 
 void schedtrace_locked(bool detailed, std::int64_t now) {
   lock_guard lk(sched.lock);
-  std::int32_t n = nprocs();
+  std::int32_t n = gomaxprocs_now();
   trace_printf(stderr,
                "SCHED %lldms: gomaxprocs=%d idleprocs=%d threads=%d "
                "spinningthreads=%d needspinning=%u idlethreads=%d "

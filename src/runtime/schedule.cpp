@@ -16,7 +16,6 @@ void execute(G* gp, bool inherit_time) {
   mp->curg.store(gp, std::memory_order_release);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
-  gp->waitsince = 0;
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).
   if (!inherit_time)

@@ -25,7 +25,7 @@ G* stealwork(P* pp, bool* new_work, bool* ran_timers) {
   M* mp = getm();
   *new_work = false;
   *ran_timers = false;
-  std::int32_t n = nprocs();
+  std::int32_t n = gomaxprocs_now();
   for (int i = 0; i < steal_tries; i++) {
     // Timers and another P's runnext only on the last pass: stealing
     // runnext breaks the locality of a readier/readied pair.

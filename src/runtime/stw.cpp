@@ -22,7 +22,7 @@ namespace {
 std::uint32_t worldsema = 1;
 
 void preemptall() {
-  std::int32_t n = nprocs();
+  std::int32_t n = gomaxprocs_now();
   for (std::int32_t i = 0; i < n; i++)
     if (allp[i]->status.load(std::memory_order_relaxed) == p_running)
       preemptone(allp[i]);
@@ -58,7 +58,7 @@ void pdestroy(P* pp, P* dst) {
 // World stopped, sched.lock held. Returns the list of Ps with work, each
 // paired with an M to start (or none: create one).
 P* procresize(std::int32_t nprocs_new) {
-  std::int32_t old = nprocs();
+  std::int32_t old = gomaxprocs_now();
   for (std::int32_t i = old; i < nprocs_new; i++) {
     if (allp[i] == nullptr) {
       allp[i] = new P;
@@ -83,7 +83,7 @@ P* procresize(std::int32_t nprocs_new) {
   for (std::int32_t i = nprocs_new; i < old; i++)
     pdestroy(allp[i], cur != nullptr ? cur : allp[0]);
   steal_order.reset(std::uint32_t(nprocs_new));
-  ncpu_procs.store(nprocs_new);
+  gomaxprocs_value.store(nprocs_new);
   // Rebuild the idle list; Ps with work are returned for starting.
   sched.pidle = nullptr;
   sched.npidle.store(0);
@@ -131,7 +131,7 @@ void stop_the_world() {
   semacquire(&worldsema, wait_reason::stopping_the_world);
   M* mp = getm();
   sched.lock.lock();
-  sched.stopwait = nprocs();
+  sched.stopwait = gomaxprocs_now();
   sched.gcwaiting.store(true);
   preemptall();
   if (mp != nullptr && mp->p != nullptr) {
@@ -139,7 +139,7 @@ void stop_the_world() {
     sched.stopwait--;
   }
   // Ps in syscalls and idle Ps stop right here.
-  for (std::int32_t i = 0; i < nprocs(); i++) {
+  for (std::int32_t i = 0; i < gomaxprocs_now(); i++) {
     P* pp = allp[i];
     std::uint32_t s = p_syscall;
     if (pp->status.compare_exchange_strong(s, p_gcstop)) {
@@ -164,7 +164,7 @@ void stop_the_world() {
 void start_the_world(std::int32_t newprocs) {
   M* mp = getm();
   sched.lock.lock();
-  std::int32_t n = newprocs > 0 ? newprocs : nprocs();
+  std::int32_t n = newprocs > 0 ? newprocs : gomaxprocs_now();
   P* runnable = procresize(n);
   if (mp != nullptr && mp->p != nullptr)
     mp->p->status.store(p_running, std::memory_order_relaxed);

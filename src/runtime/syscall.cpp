@@ -52,7 +52,7 @@ void handoffp(P* pp) {
   }
   // The last running P, with nobody polling: someone must service timers
   // and the poller.
-  if (sched.npidle.load() == nprocs() - 1 && sched.lastpoll.load() != 0) {
+  if (sched.npidle.load() == gomaxprocs_now() - 1 && sched.last_poll.load() != 0) {
     sched.lock.unlock();
     startm(pp, false);
     return;

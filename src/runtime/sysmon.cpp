@@ -25,7 +25,7 @@ namespace {
 // from syscalls, which is what resets sysmon's back-off.
 int retake(std::int64_t now) {
   int n = 0;
-  std::int32_t np = nprocs();
+  std::int32_t np = gomaxprocs_now();
   for (std::int32_t i = 0; i < np; i++) {
     P* pp = allp[i];
     std::uint32_t s = pp->status.load(std::memory_order_acquire);
@@ -98,17 +98,17 @@ void* sysmon(void*) {
     if (delay > 10 * 1000) delay = 10 * 1000;
     usleep(useconds_t(delay));
     std::int64_t now = nanotime();
-    if (debug.schedtrace <= 0 && sched.npidle.load() == nprocs()) {
+    if (debug.schedtrace <= 0 && sched.npidle.load() == gomaxprocs_now()) {
       // Everything is idle: sleep deeply until startm wakes us (Go's
       // sysmonwait), instead of polling every 10 ms.
       // Idle: release idle stacks in small batches for as long as nothing
       // else needs sysmon (each batch is ~1 ms of madvise).
-      while (sched.npidle.load() == nprocs() &&
+      while (sched.npidle.load() == gomaxprocs_now() &&
              scavenge_stacks(scavenge_batch) == scavenge_batch) {
       }
       lastscavenge = now;
       sched.lock.lock();
-      if (sched.npidle.load() == nprocs()) {
+      if (sched.npidle.load() == gomaxprocs_now()) {
         sysmonwait.store(true);
         sched.lock.unlock();
         // Sleep until the next timer (work resumes then) but at most

@@ -193,7 +193,7 @@ std::int64_t check_timers(P* pp, std::int64_t now, bool* ran) {
 
 std::int64_t timer_sleep_until() {
   std::int64_t next = 0;
-  std::int32_t n = nprocs();
+  std::int32_t n = gomaxprocs_now();
   for (std::int32_t i = 0; i < n; i++) {
     std::int64_t w = allp[i]->tm.min_when.load(std::memory_order_acquire);
     if (w != 0 && (next == 0 || w < next)) next = w;
