@@ -17,9 +17,10 @@ namespace goro_test {
 
 enum class side { senders, receivers };
 
-// Waiters queued on ch's send or receive queue right now.
-template <class T>
-std::size_t queued(const goro::chan<T>& ch, side s) {
+// Waiters queued on ch's send or receive queue right now (ch: a chan<T> or
+// a recv_chan<T>).
+template <class C>
+std::size_t queued(const C& ch, side s) {
   goro::detail::hchan* c = ch.raw();
   c->lock.lock();
   std::size_t n = 0;
@@ -31,9 +32,9 @@ std::size_t queued(const goro::chan<T>& ch, side s) {
 
 // Yields until at least n waiters are queued on ch (they are blocked in a
 // channel operation); fails after a generous bound.
-template <class T>
+template <class C>
 ::testing::AssertionResult await_queued(
-    const goro::chan<T>& ch, side s, std::size_t n,
+    const C& ch, side s, std::size_t n,
     std::chrono::milliseconds limit = std::chrono::seconds(20)) {
   goro_test::deadline d(limit);
   std::size_t have = 0;

@@ -13,15 +13,19 @@
 // checks that the operation has not completed; every such check is followed
 // by a positive check that the operation completes once unblocked.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <goro/goro.hpp>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -483,6 +487,262 @@ TEST(Chan, VoidSignal) {
     EXPECT_FALSE(stop.recv());
     EXPECT_THROW(stop.send(), goro::channel_error);
     EXPECT_THROW(stop.close(), goro::channel_error);
+  });
+}
+
+// chan<void>::try_recv: the non-blocking receive chan<T> has, with the
+// same report of a closed, drained channel.
+TEST(Chan, VoidTryRecv) {
+  goro::run([] {
+    bool closed = true;
+    goro::chan<void> nil;
+    EXPECT_FALSE(nil.try_recv(&closed));
+    EXPECT_FALSE(closed) << "a nil channel is not closed";
+
+    auto s = goro::make_chan<void>(2);
+    closed = true;
+    EXPECT_FALSE(s.try_recv(&closed)) << "nothing was sent";
+    EXPECT_FALSE(closed);
+    EXPECT_TRUE(s.try_send());
+    EXPECT_TRUE(s.try_send());
+    EXPECT_TRUE(s.try_recv(&closed));
+    EXPECT_FALSE(closed);
+    EXPECT_EQ(s.len(), 1u);
+    s.close();
+    // A closed channel still yields what it holds, then reports closed.
+    EXPECT_TRUE(s.try_recv(&closed));
+    EXPECT_FALSE(closed);
+    EXPECT_EQ(s.len(), 0u);
+    EXPECT_FALSE(s.try_recv(&closed));
+    EXPECT_TRUE(closed);
+    EXPECT_FALSE(s.try_recv()) << "the closed flag is optional";
+
+    // Unbuffered: takes the signal of a blocked sender and releases it.
+    auto u = goro::make_chan<void>();
+    auto sent = goro::make_chan<void>(1);
+    goro::go([u, sent] {
+      u.send();
+      sent.send();
+    });
+    EXPECT_TRUE(await_queued(u, side::senders, 1));
+    EXPECT_TRUE(u.try_recv(&closed)) << "a sender was waiting";
+    EXPECT_FALSE(closed);
+    EXPECT_TRUE(sent.recv()) << "the sender was not released";
+    EXPECT_FALSE(u.try_recv(&closed)) << "only one signal was sent";
+    EXPECT_FALSE(closed);
+  });
+}
+
+// range-for over chan<void> (Go's `for range ch`): one iteration per
+// signal, ending when the channel is closed and drained.
+TEST(Chan, VoidRangeFor) {
+  static constexpr int k = 50;
+  goro::run([] {
+    for (std::size_t cap : {0u, 1u, 5u}) {
+      auto s = goro::make_chan<void>(cap);
+      goro::go([s] {
+        for (int i = 0; i < k; i++) s.send();
+        s.close();
+      });
+      // Count in another goroutine, so a loop that never ends fails the
+      // test after a bound instead of hanging it.
+      auto counted = goro::make_chan<int>(1);
+      goro::go([s, counted] {
+        int n = 0;
+        for (auto _ : s) n++;
+        counted.send(n);
+      });
+      std::optional<int> n;
+      auto giveup = goro::after(20s);
+      ASSERT_EQ(
+          goro::select(goro::case_recv(counted, n), goro::case_recv(giveup)),
+          0u)
+          << "range-for over a closed chan<void> did not end (cap " << cap
+          << ")";
+      EXPECT_EQ(n, std::optional<int>(k)) << "cap " << cap;
+      bool closed = false;
+      EXPECT_FALSE(s.try_recv(&closed));
+      EXPECT_TRUE(closed) << "the loop ended before the channel was drained";
+    }
+    // A closed buffered channel yields its leftover signals, then stops.
+    auto b = goro::make_chan<void>(4);
+    for (int i = 0; i < 3; i++) b.send();
+    b.close();
+    int n = 0;
+    for (auto _ : b) n++;
+    EXPECT_EQ(n, 3);
+    for (auto _ : b) ADD_FAILURE() << "closed and drained: no iteration";
+  });
+}
+
+// ---------------------------------------------------------------------------
+// make_chan rejects an impossible capacity for every element type alike
+// (Go: "makechan: size out of range").
+
+void expect_size_out_of_range(void (*make)(), const char* what) {
+  try {
+    make();
+    ADD_FAILURE() << what << " did not throw";
+  } catch (const std::length_error& e) {
+    EXPECT_STREQ(e.what(), "makechan: size out of range") << what;
+  }
+}
+
+TEST(Chan, ImpossibleCapacityThrows) {
+  goro::run([] {
+    constexpr std::size_t max = goro::detail::max_chan_bytes;
+    constexpr std::size_t all = std::numeric_limits<std::size_t>::max();
+    using big = std::array<char, std::size_t(1) << 20>;
+    expect_size_out_of_range([] { goro::make_chan<void>(all); },
+                             "make_chan<void>(SIZE_MAX)");
+    expect_size_out_of_range([] { goro::make_chan<void>(max + 1); },
+                             "make_chan<void>(max_chan_bytes + 1)");
+    expect_size_out_of_range([] { goro::make_chan<char>(all); },
+                             "make_chan<char>(SIZE_MAX)");
+    expect_size_out_of_range([] { goro::make_chan<char>(max + 1); },
+                             "make_chan<char>(max_chan_bytes + 1)");
+    expect_size_out_of_range([] { goro::make_chan<int>(all); },
+                             "make_chan<int>(SIZE_MAX)");
+    expect_size_out_of_range(
+        [] { goro::make_chan<int>(max / sizeof(int) + 1); },
+        "make_chan<int>(max_chan_bytes / 4 + 1)");
+    expect_size_out_of_range([] { goro::make_chan<std::string>(all); },
+                             "make_chan<std::string>(SIZE_MAX)");
+    expect_size_out_of_range(
+        [] { goro::make_chan<big>(max / sizeof(big) + 1); },
+        "make_chan<1 MiB element>(max_chan_bytes / 1 MiB + 1)");
+    // The bound itself is a valid chan<void> (it has no buffer to allocate).
+    auto edge = goro::make_chan<void>(max);
+    EXPECT_EQ(edge.cap(), max);
+    EXPECT_TRUE(edge.try_send());
+    EXPECT_EQ(edge.len(), 1u);
+    EXPECT_TRUE(edge.recv());
+  });
+}
+
+// ---------------------------------------------------------------------------
+// recv_chan<T>: a receive-only view (Go's <-chan T)
+
+template <class C, class... A>
+concept sendable = requires(const C& c, A... a) {
+  c.send(a...);
+};
+template <class C, class... A>
+concept try_sendable = requires(const C& c, A... a) {
+  c.try_send(a...);
+};
+template <class C>
+concept closable = requires(const C& c) {
+  c.close();
+};
+
+// The controls: the same checks pass for the bidirectional channel.
+static_assert(sendable<goro::chan<int>, int> && closable<goro::chan<int>> &&
+              try_sendable<goro::chan<int>, int>);
+static_assert(sendable<goro::chan<void>> && closable<goro::chan<void>>);
+static_assert(!sendable<goro::recv_chan<int>, int>);
+static_assert(!try_sendable<goro::recv_chan<int>, int>);
+static_assert(!closable<goro::recv_chan<int>>);
+static_assert(!sendable<goro::recv_chan<void>>);
+static_assert(!try_sendable<goro::recv_chan<void>>);
+static_assert(!closable<goro::recv_chan<void>>);
+// chan<T> converts to recv_chan<T> implicitly, never back.
+static_assert(std::is_convertible_v<goro::chan<int>, goro::recv_chan<int>>);
+static_assert(std::is_convertible_v<goro::chan<void>, goro::recv_chan<void>>);
+static_assert(!std::is_constructible_v<goro::chan<int>, goro::recv_chan<int>>);
+static_assert(
+    !std::is_constructible_v<goro::chan<void>, goro::recv_chan<void>>);
+static_assert(!std::is_assignable_v<goro::chan<int>&, goro::recv_chan<int>>);
+
+TEST(RecvChan, SharesTheChannel) {
+  goro::run([] {
+    auto ch = goro::make_chan<int>(3);
+    goro::recv_chan<int> r = ch;
+    EXPECT_TRUE(r);
+    EXPECT_TRUE(r == ch);
+    EXPECT_FALSE(r == goro::make_chan<int>(3));
+    EXPECT_EQ(r.cap(), 3u);
+    ch.send(1);
+    ch.send(2);
+    EXPECT_EQ(r.len(), 2u);
+    EXPECT_EQ(r.recv(), std::optional<int>(1));
+    bool closed = true;
+    EXPECT_EQ(r.try_recv(&closed), std::optional<int>(2));
+    EXPECT_FALSE(closed);
+    EXPECT_EQ(r.try_recv(&closed), std::nullopt);
+    EXPECT_FALSE(closed);
+
+    // A receive blocked on the view is completed by a send on the channel.
+    auto got = goro::make_chan<int>(1);
+    goro::go([r, got] { got.send(r.recv().value_or(-1)); });
+    EXPECT_TRUE(await_queued(r, side::receivers, 1));
+    EXPECT_EQ(got.len(), 0u) << "the receive did not block";
+    ch.send(7);
+    EXPECT_EQ(got.recv(), std::optional<int>(7));
+
+    // range-for receives until the channel is closed and drained.
+    goro::go([ch] {
+      for (int i = 10; i < 15; i++) ch.send(i);
+      ch.close();
+    });
+    std::vector<int> seen;
+    for (int v : r) seen.push_back(v);
+    EXPECT_EQ(seen, (std::vector<int>{10, 11, 12, 13, 14}));
+    EXPECT_EQ(r.try_recv(&closed), std::nullopt);
+    EXPECT_TRUE(closed);
+    EXPECT_EQ(r.recv(), std::nullopt);
+
+    // Nil, copies and moves, as chan<T>.
+    goro::recv_chan<int> nil;
+    EXPECT_FALSE(nil);
+    EXPECT_EQ(nil.cap(), 0u);
+    EXPECT_EQ(nil.try_recv(&closed), std::nullopt);
+    EXPECT_FALSE(closed) << "a nil channel is not closed";
+    goro::recv_chan<int> copy = r;
+    EXPECT_TRUE(copy == r);
+    goro::recv_chan<int> moved = std::move(copy);
+    EXPECT_TRUE(moved == ch);
+    EXPECT_FALSE(copy)
+        << "a moved-from recv_chan is nil";  // NOLINT(bugprone-use-after-move)
+
+    // recv_chan<void>: recv, try_recv and range-for.
+    auto sig = goro::make_chan<void>(3);
+    goro::recv_chan<void> rs = sig;
+    sig.send();
+    sig.send();
+    sig.send();
+    sig.close();
+    EXPECT_TRUE(rs.recv());
+    EXPECT_TRUE(rs.try_recv(&closed));
+    EXPECT_FALSE(closed);
+    int n = 0;
+    for (auto _ : rs) n++;
+    EXPECT_EQ(n, 1);
+    EXPECT_FALSE(rs.recv());
+    EXPECT_FALSE(rs.try_recv(&closed));
+    EXPECT_TRUE(closed);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// gomaxprocs(n) with n < 1 only queries (Go's runtime.GOMAXPROCS).
+
+TEST(Gomaxprocs, NonPositiveArgumentQueries) {
+  // Under ctest each test is its own process, so this also covers the call
+  // that starts the runtime.
+  const int n = goro::gomaxprocs(-1);
+  ASSERT_GE(n, 1);
+  goro::run([n] {
+    EXPECT_EQ(goro::gomaxprocs(-1), n);
+    EXPECT_EQ(goro::gomaxprocs(std::numeric_limits<int>::min()), n);
+    EXPECT_EQ(goro::gomaxprocs(0), n);
+    EXPECT_EQ(goro::gomaxprocs(), n);
+    const int other = n == 1 ? 2 : 1;
+    EXPECT_EQ(goro::gomaxprocs(other), n);
+    EXPECT_EQ(goro::gomaxprocs(-7), other) << "a query changed the count";
+    EXPECT_EQ(goro::gomaxprocs(), other);
+    EXPECT_EQ(goro::gomaxprocs(n), other);
+    EXPECT_EQ(goro::gomaxprocs(-1), n);
   });
 }
 

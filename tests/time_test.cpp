@@ -17,6 +17,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
@@ -40,7 +41,8 @@ long long ms(D d) {
 // Receives from c, giving up after `limit` (so a timer that never fires
 // fails the test instead of hanging it).
 std::optional<goro::time_point> recv_within(
-    const goro::chan<goro::time_point>& c, std::chrono::nanoseconds limit) {
+    const goro::recv_chan<goro::time_point>& c,
+    std::chrono::nanoseconds limit) {
   std::optional<goro::time_point> v;
   auto giveup = goro::after(limit);
   if (goro::select(goro::case_recv(c, v), goro::case_recv(giveup)) == 0)
@@ -49,8 +51,94 @@ std::optional<goro::time_point> recv_within(
 }
 
 // True if c holds nothing right now (select with a default case).
-bool nothing_ready(const goro::chan<goro::time_point>& c) {
+bool nothing_ready(const goro::recv_chan<goro::time_point>& c) {
   return goro::select(goro::case_recv(c), goro::case_default()) == 1;
+}
+
+// ---------------------------------------------------------------------------
+// The timer channels are receive-only (Go's <-chan Time). A bidirectional
+// timer channel let user code close it, and the runtime's next firing
+// then threw "send on closed channel" on the scheduler stack, where it
+// ends in std::terminate.
+
+template <class Timer>
+concept channel_closable = requires(Timer& t) {
+  t.c.close();
+};
+template <class Timer>
+concept channel_sendable = requires(Timer& t) {
+  t.c.send(goro::time_point{});
+};
+template <class Timer>
+concept channel_try_sendable = requires(Timer& t) {
+  t.c.try_send(goro::time_point{});
+};
+
+// Control: the same requirements hold for a bidirectional member.
+struct bidirectional {
+  goro::chan<goro::time_point> c;
+};
+static_assert(channel_closable<bidirectional> &&
+              channel_sendable<bidirectional> &&
+              channel_try_sendable<bidirectional>);
+static_assert(!channel_closable<goro::timer>);
+static_assert(!channel_sendable<goro::timer>);
+static_assert(!channel_try_sendable<goro::timer>);
+static_assert(!channel_closable<goro::ticker>);
+static_assert(!channel_sendable<goro::ticker>);
+static_assert(!channel_try_sendable<goro::ticker>);
+static_assert(std::is_same_v<decltype(goro::after(1s)),
+                             goro::recv_chan<goro::time_point>>);
+
+// The receive-only channels work everywhere a receiver needs them: recv,
+// try_recv, len/cap, select (all case_recv forms), range-for, copies.
+TEST(TimerChannel, ReceiveOnlyChannelsWork) {
+  goro::run([] {
+    goro::timer t(5ms);
+    EXPECT_EQ(t.c.cap(), 1u);
+    std::optional<goro::time_point> v;
+    auto giveup = goro::after(10s);
+    ASSERT_EQ(goro::select(goro::case_recv(t.c, v), goro::case_recv(giveup)),
+              0u)
+        << "the timer never fired";
+    ASSERT_TRUE(v.has_value());
+
+    t.reset(1ms);
+    bool called = false;
+    ASSERT_EQ(
+        goro::select(goro::case_recv(t.c,
+                                     [&](std::optional<goro::time_point> x) {
+                                       called = x.has_value();
+                                     }),
+                     goro::case_recv(giveup)),
+        0u);
+    EXPECT_TRUE(called);
+
+    // A copy of the channel receives the timer's next firing.
+    goro::recv_chan<goro::time_point> copy = t.c;
+    EXPECT_TRUE(copy == t.c);
+    t.reset(1ms);
+    EXPECT_TRUE(recv_within(copy, 10s).has_value());
+    bool closed = true;
+    EXPECT_FALSE(t.c.try_recv(&closed).has_value()) << "one firing, one value";
+    EXPECT_FALSE(closed);
+
+    // range-for over a ticker's channel (break out: it is never closed).
+    goro::ticker tk(1ms);
+    int ticks = 0;
+    for (goro::time_point tp : tk.c) {
+      EXPECT_LE(tp, clock::now());
+      if (++ticks == 3) break;
+    }
+    EXPECT_EQ(ticks, 3);
+    tk.stop();
+
+    // after(d) as a plain receive and as a discarding case.
+    EXPECT_TRUE(goro::after(1ms).recv().has_value());
+    EXPECT_EQ(goro::select(goro::case_recv(goro::after(1ms)),
+                           goro::case_recv(goro::after(10s))),
+              0u);
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -168,7 +256,7 @@ TEST(After, ZeroOrNegativeFiresPromptly) {
 TEST(After, FireInDeadlineOrder) {
   goro::run([] {
     const int n = 5;
-    std::vector<goro::chan<goro::time_point>> cs;
+    std::vector<goro::recv_chan<goro::time_point>> cs;
     for (int i = n; i >= 1; i--)
       cs.push_back(goro::after(std::chrono::milliseconds(10 * i)));
     auto out = goro::make_chan<int>(n);
@@ -272,7 +360,7 @@ TEST(Timer, ResetPostpones) {
 // *time.Timer in Go).
 TEST(Timer, DroppedHandleStillFires) {
   goro::run([] {
-    goro::chan<goro::time_point> c;
+    goro::recv_chan<goro::time_point> c;
     {
       goro::timer t(5ms);
       c = t.c;
@@ -383,7 +471,7 @@ TEST(Ticker, NonPositivePeriodThrows) {
 // Destroying a ticker stops it.
 TEST(Ticker, DestroyedTickerStops) {
   goro::run([] {
-    goro::chan<goro::time_point> c;
+    goro::recv_chan<goro::time_point> c;
     {
       goro::ticker tk(2ms);
       c = tk.c;
@@ -582,8 +670,8 @@ TEST(PlainThread, AfterTimerTickerAndSleep) {
 // A goroutine waits on a timer a plain thread created, and the thread
 // waits on one a goroutine created.
 TEST(PlainThread, TimersCrossBetweenThreadsAndGoroutines) {
-  auto from_thread = goro::make_chan<goro::chan<goro::time_point>>(1);
-  auto from_goroutine = goro::make_chan<goro::chan<goro::time_point>>(1);
+  auto from_thread = goro::make_chan<goro::recv_chan<goro::time_point>>(1);
+  auto from_goroutine = goro::make_chan<goro::recv_chan<goro::time_point>>(1);
   std::atomic<bool> goroutine_got{false}, thread_got{false};
   std::thread th([&] {
     from_thread.send(goro::after(10ms));

@@ -13,7 +13,17 @@
 //
 // T may be any movable type, move-only types included; its move (or copy)
 // constructor must not throw. chan<void> carries no payload (Go's
-// chan struct{}): send() and recv() -> bool.
+// chan struct{}): send(), recv() -> bool, try_recv() -> bool.
+//
+// make_chan<T>(cap) throws std::length_error("makechan: size out of range")
+// (Go panics) when the buffer would exceed detail::max_chan_bytes (2^40
+// bytes): cap * sizeof(T), rounded up to T's alignment, for chan<T>; cap
+// itself for chan<void>, whose elements count one byte each.
+//
+// goro::recv_chan<T> is a receive-only view of a channel (Go's <-chan T):
+// it converts implicitly from chan<T> and offers recv, try_recv, len, cap,
+// range-for and goro::case_recv, but no send or close. The channels of
+// goro::after, goro::timer and goro::ticker are recv_chans.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +36,11 @@ namespace goro {
 
 template <class T>
 class chan;
+
+// What a range-for over a chan<void> yields per signal (Go's struct{}{}).
+// [[maybe_unused]]: `for (auto _ : ch)` compiles without an unused-variable
+// warning.
+struct [[maybe_unused]] signal_t {};
 
 // Makes a channel with room for `cap` buffered elements (0: unbuffered).
 template <class T>
@@ -173,6 +188,15 @@ class chan<void> : private detail::chan_base<void> {
     detail::chanrecv(c_, &e, true, &got);
     return got;
   }
+  // Non-blocking receive: true if a signal was taken; false if nothing is
+  // ready (or closed and drained; *closed tells which).
+  bool try_recv(bool* closed = nullptr) const {
+    detail::empty_elem e;
+    bool got = false;
+    bool ready = detail::chanrecv(c_, &e, false, &got);
+    if (closed) *closed = ready && !got;
+    return got;
+  }
   using base::cap;
   using base::close;
   using base::len;
@@ -181,6 +205,58 @@ class chan<void> : private detail::chan_base<void> {
   friend bool operator==(const chan& a, const chan& b) noexcept {
     return a.c_ == b.c_;
   }
+
+  // range-for (Go's `for range ch`): one iteration per signal received,
+  // until the channel is closed and drained:  for (auto _ : ch) { ... }
+  class iterator {
+   public:
+    explicit iterator(const chan* ch) : ch_(ch) { ++*this; }
+    iterator& operator++() {
+      more_ = ch_->recv();
+      return *this;
+    }
+    signal_t operator*() const noexcept { return {}; }
+    bool operator!=(std::nullptr_t) const { return more_; }
+    bool operator==(std::nullptr_t) const { return !more_; }
+
+   private:
+    const chan* ch_;
+    bool more_ = false;
+  };
+  iterator begin() const { return iterator(this); }
+  std::nullptr_t end() const { return nullptr; }
+};
+
+// A receive-only view of a channel (Go's <-chan T): built implicitly from a
+// chan<T> (sharing it), it can receive, be ranged over and be used in
+// goro::case_recv, but it cannot send or close, and it does not convert
+// back to chan<T>. Default-constructed: a nil channel.
+template <class T>
+class recv_chan {
+ public:
+  using value_type = T;
+  using iterator = typename chan<T>::iterator;
+
+  recv_chan() = default;  // nil channel
+  recv_chan(chan<T> ch) noexcept : ch_(std::move(ch)) {}
+
+  // As chan<T>::recv / try_recv (chan<void>: bool).
+  auto recv() const { return ch_.recv(); }
+  auto try_recv(bool* closed = nullptr) const { return ch_.try_recv(closed); }
+  std::size_t len() const noexcept { return ch_.len(); }
+  std::size_t cap() const noexcept { return ch_.cap(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ch_); }
+  detail::hchan* raw() const noexcept { return ch_.raw(); }
+  friend bool operator==(const recv_chan& a, const recv_chan& b) noexcept {
+    return a.ch_ == b.ch_;
+  }
+
+  // range-for: receives until the channel is closed and drained.
+  iterator begin() const { return ch_.begin(); }
+  std::nullptr_t end() const { return nullptr; }
+
+ private:
+  chan<T> ch_;
 };
 
 template <class T>

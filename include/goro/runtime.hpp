@@ -143,7 +143,9 @@ void gosched();
 // swallows the unwinding is a fatal error.
 [[noreturn]] void goexit();
 
-// n > 0 sets the number of Ps; returns the previous setting. n == 0 queries.
+// n > 0 sets the number of Ps (capped at the runtime's maximum) and returns
+// the previous setting; n < 1 (0, the default, or negative) only queries, as
+// Go's runtime.GOMAXPROCS.
 int gomaxprocs(int n = 0);
 // CPUs this process may use: affinity mask, then cgroup CPU quota (rounded up).
 int num_cpu();

@@ -16,6 +16,19 @@
 // case also takes an optional callback run when it is chosen:
 //   goro::case_recv(ch, [](std::optional<int> v) { ... })
 //   goro::case_send(ch, value, [] { ... })
+// case_recv accepts a chan<T> or a receive-only recv_chan<T> (such as
+// goro::after(d) or a timer's c).
+//
+// Evaluation order: Go evaluates every case's channel operand and send
+// value exactly once, in source order, before the select starts. Here they
+// are ordinary C++ function arguments: each is evaluated exactly once
+// before the select starts, but C++ leaves the order among the arguments
+// unspecified (g++ and clang++ differ). If the expressions have side
+// effects that depend on each other (goro::after(d) calls, counters,
+// functions that produce the channel), evaluate them into variables first:
+//   auto t = goro::after(1s);
+//   auto out = next_output();
+//   goro::select(goro::case_recv(t), goro::case_send(out, make_value()));
 #pragma once
 
 #include <cstddef>
@@ -33,8 +46,7 @@ struct no_callback {};
 template <class T, class Out, class Fn>
 class recv_case {
  public:
-  recv_case(const chan<T>& ch, Out out, Fn fn)
-      : c_(ch.raw()), out_(out), fn_(std::move(fn)) {}
+  recv_case(hchan* c, Out out, Fn fn) : c_(c), out_(out), fn_(std::move(fn)) {}
   void fill(scase& s) { s = scase{c_, bytes_, false}; }
   void complete(bool ok) {
     std::optional<T> v;
@@ -61,8 +73,7 @@ class recv_case {
 template <class Out, class Fn>
 class recv_case<void, Out, Fn> {
  public:
-  recv_case(const chan<void>& ch, Out out, Fn fn)
-      : c_(ch.raw()), out_(out), fn_(std::move(fn)) {}
+  recv_case(hchan* c, Out out, Fn fn) : c_(c), out_(out), fn_(std::move(fn)) {}
   void fill(scase& s) { s = scase{c_, &e_, false}; }
   void complete(bool ok) {
     if constexpr (!std::is_same_v<Out, std::nullptr_t>) *out_ = ok;
@@ -110,33 +121,61 @@ class send_case<void, Fn> {
 
 struct default_case {};
 
+// The element type of a channel a case can receive from: chan<T> or
+// recv_chan<T>.
+template <class C>
+struct recv_source {};
+template <class T>
+struct recv_source<chan<T>> {
+  using type = T;
+};
+template <class T>
+struct recv_source<recv_chan<T>> {
+  using type = T;
+};
+template <class C>
+using recv_elem_t = typename recv_source<std::remove_cvref_t<C>>::type;
+template <class C>
+concept receivable = requires {
+  typename recv_elem_t<C>;
+};
+
 template <class C>
 constexpr bool is_default_v = std::is_same_v<std::decay_t<C>, default_case>;
 
 }  // namespace detail
 
+// The receive cases take a chan<T> or a recv_chan<T> (written C below).
+//
 // Receive into `out` (nullopt when the channel is closed and drained).
-template <class T>
-auto case_recv(const chan<T>& ch, std::optional<T>& out) {
-  return detail::recv_case<T, std::optional<T>*, detail::no_callback>(ch, &out,
-                                                                      {});
+template <detail::receivable C>
+  requires(!std::is_void_v<detail::recv_elem_t<C>>)
+auto case_recv(const C& ch, std::optional<detail::recv_elem_t<C>>& out) {
+  using T = detail::recv_elem_t<C>;
+  return detail::recv_case<T, std::optional<T>*, detail::no_callback>(ch.raw(),
+                                                                      &out, {});
 }
 // Receive and discard.
-template <class T>
-auto case_recv(const chan<T>& ch) {
-  return detail::recv_case<T, std::nullptr_t, detail::no_callback>(ch, nullptr,
-                                                                   {});
+template <detail::receivable C>
+auto case_recv(const C& ch) {
+  return detail::recv_case<detail::recv_elem_t<C>, std::nullptr_t,
+                           detail::no_callback>(ch.raw(), nullptr, {});
 }
 // Receive and call fn(std::optional<T>) (fn(bool) for chan<void>).
-template <class T, class Fn>
-  requires(!std::is_same_v<std::decay_t<Fn>, std::optional<T>>)
-auto case_recv(const chan<T>& ch, Fn&& fn) {
-  return detail::recv_case<T, std::nullptr_t, std::decay_t<Fn>>(
-      ch, nullptr, std::forward<Fn>(fn));
+template <detail::receivable C, class Fn>
+  requires(!std::is_same_v<std::decay_t<Fn>,
+                           std::optional<detail::recv_elem_t<C>>> &&
+           !std::is_same_v<Fn, bool&>)
+auto case_recv(const C& ch, Fn&& fn) {
+  return detail::recv_case<detail::recv_elem_t<C>, std::nullptr_t,
+                           std::decay_t<Fn>>(ch.raw(), nullptr,
+                                             std::forward<Fn>(fn));
 }
 // chan<void>: *ok tells whether a signal arrived (false: closed).
-inline auto case_recv(const chan<void>& ch, bool& ok) {
-  return detail::recv_case<void, bool*, detail::no_callback>(ch, &ok, {});
+template <detail::receivable C>
+  requires std::is_void_v<detail::recv_elem_t<C>>
+auto case_recv(const C& ch, bool& ok) {
+  return detail::recv_case<void, bool*, detail::no_callback>(ch.raw(), &ok, {});
 }
 
 // Send v (moved into the case; sent only if this case is chosen).
@@ -169,32 +208,39 @@ std::size_t select(Cases&&... cases) {
   static_assert(ndefault <= 1, "goro::select: at most one case_default()");
   constexpr std::size_t nch = n - ndefault;
   detail::scase sc[nch == 0 ? 1 : nch];
-  std::size_t arg_index[nch == 0 ? 1 : nch] = {};
   std::size_t default_index = n;
   [[maybe_unused]] std::size_t k = 0, i = 0;
   (
       [&](auto& c) {
-        if constexpr (detail::is_default_v<decltype(c)>) {
+        if constexpr (detail::is_default_v<decltype(c)>)
           default_index = i;
-        } else {
-          c.fill(sc[k]);
-          arg_index[k++] = i;
-        }
+        else
+          c.fill(sc[k++]);
         i++;
       }(cases),
       ...);
   bool recv_ok = false;
   int chosen = detail::selectgo(sc, int(nch), ndefault == 0, &recv_ok);
   if (chosen < 0) return default_index;
+  // The argument index is found in the same walk that runs the chosen
+  // case, not read from a table afterwards: when the callback cannot
+  // return ([[noreturn]]), g++ -O2 would otherwise deduce an impossible
+  // index for the read after it and report a false -Warray-bounds.
+  std::size_t result = n;
   k = 0;
+  i = 0;
   (
       [&](auto& c) {
         if constexpr (!detail::is_default_v<decltype(c)>) {
-          if (k++ == std::size_t(chosen)) c.complete(recv_ok);
+          if (k++ == std::size_t(chosen)) {
+            result = i;
+            c.complete(recv_ok);
+          }
         }
+        i++;
       }(cases),
       ...);
-  return arg_index[chosen];
+  return result;
 }
 
 }  // namespace goro

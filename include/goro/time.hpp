@@ -6,6 +6,10 @@
 // Semantics follow Go 1.19's timers: a timer's channel has a buffer of one;
 // stop() reports whether it prevented the firing (it does not drain c);
 // reset() should be used on stopped or fired timers with a drained channel.
+//
+// The channels are receive-only (recv_chan<time_point>, Go's
+// <-chan Time): the runtime is their only sender, so user code cannot
+// close them or send on them.
 #pragma once
 
 #include <chrono>
@@ -23,13 +27,14 @@ using time_point = std::chrono::steady_clock::time_point;
 void sleep(std::chrono::nanoseconds d);
 
 // A channel that receives the time once, after d.
-chan<time_point> after(std::chrono::nanoseconds d);
+recv_chan<time_point> after(std::chrono::nanoseconds d);
 
 // Go's time.Timer. Destroying the handle does not stop the timer (as
 // dropping a *time.Timer in Go); call stop() for that.
 class timer {
  public:
-  chan<time_point> c;  // receives the time when it fires (nil for after_func)
+  // Receives the time when it fires (nil for after_func).
+  recv_chan<time_point> c;
 
   explicit timer(std::chrono::nanoseconds d);
   timer(timer&& o) noexcept
@@ -58,7 +63,7 @@ timer after_func(std::chrono::nanoseconds d, std::function<void()> fn);
 // slow receiver. Stops when destroyed.
 class ticker {
  public:
-  chan<time_point> c;
+  recv_chan<time_point> c;  // receives the time of each tick
 
   // Throws std::invalid_argument for a non-positive period (Go panics).
   explicit ticker(std::chrono::nanoseconds period);

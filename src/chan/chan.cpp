@@ -55,7 +55,9 @@ hchan* makechan(const elem_ops* ops, std::size_t cap) {
   std::size_t stride =
       ops->size == 0 ? 0
                      : (ops->size + ops->align - 1) / ops->align * ops->align;
-  if (stride != 0 && cap > (std::size_t(1) << 40) / stride)
+  // One bound for every element type (Go panics the same way): an element
+  // of chan<void> counts one byte, so cap itself is bounded too.
+  if (cap > max_chan_bytes / (stride == 0 ? 1 : stride))
     throw std::length_error("makechan: size out of range");
   auto* c = new hchan;
   c->ops = ops;

@@ -167,29 +167,31 @@ constexpr int max_procs_public = 1024;
 }  // namespace
 
 int gomaxprocs(int n) {
-  if (n < 0) throw std::invalid_argument("goro::gomaxprocs: negative count");
+  // As Go's runtime.GOMAXPROCS, any n < 1 only queries.
+  if (n < 1) n = 0;
+  if (n > max_procs_public) n = max_procs_public;
   if (!rt::runtime_started.load(std::memory_order_acquire)) {
     if (n == 0) {
       detail::ensure_started(nullptr);
-      return rt::nprocs();
+      return rt::gomaxprocs_now();
     }
     // The previous setting is what the runtime would have started with.
     int prev = rt::env_int("GOMAXPROCS");
-    if (prev == 0) prev = rt::default_gomaxprocs();
+    if (prev < 1) prev = rt::default_gomaxprocs();
+    if (prev > max_procs_public) prev = max_procs_public;
     options o;
     o.gomaxprocs = n;
     // Not started yet: start it with n Ps (unless another thread wins
     // the race to start it; then the checks below apply).
     detail::ensure_started(&o);
-    if (rt::nprocs() == n) return prev;
+    if (rt::gomaxprocs_now() == n) return prev;
   }
-  int cur = rt::nprocs();
+  int cur = rt::gomaxprocs_now();
   if (n == 0 || n == cur) return cur;
-  if (n > max_procs_public) n = max_procs_public;
   // Stop the world, resize (Go's procresize: run queues, timers and G
   // caches of removed Ps move, nothing is lost), start it again.
   rt::stop_the_world();
-  cur = rt::nprocs();
+  cur = rt::gomaxprocs_now();
   rt::start_the_world(n);
   return cur;
 }

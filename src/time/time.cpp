@@ -68,7 +68,7 @@ void sleep(std::chrono::nanoseconds d) {
   rt::timesleep(d.count());
 }
 
-chan<time_point> after(std::chrono::nanoseconds d) {
+recv_chan<time_point> after(std::chrono::nanoseconds d) {
   auto c = make_chan<time_point>(1);
   rt::timer* t = detail::timer_new(new chan_task(c));
   detail::timer_start(t, d.count(), 0);
@@ -76,8 +76,10 @@ chan<time_point> after(std::chrono::nanoseconds d) {
   return c;
 }
 
-timer::timer(std::chrono::nanoseconds d) : c(make_chan<time_point>(1)) {
-  t_ = detail::timer_new(new chan_task(c));
+timer::timer(std::chrono::nanoseconds d) {
+  auto ch = make_chan<time_point>(1);
+  c = ch;
+  t_ = detail::timer_new(new chan_task(std::move(ch)));
   detail::timer_start(t_, d.count(), 0);
 }
 
@@ -115,8 +117,9 @@ timer after_func(std::chrono::nanoseconds d, std::function<void()> fn) {
 ticker::ticker(std::chrono::nanoseconds period) {
   if (period.count() <= 0)
     throw std::invalid_argument("non-positive interval for goro::ticker");
-  c = make_chan<time_point>(1);
-  t_ = detail::timer_new(new chan_task(c));
+  auto ch = make_chan<time_point>(1);
+  c = ch;
+  t_ = detail::timer_new(new chan_task(std::move(ch)));
   detail::timer_start(t_, period.count(), period.count());
 }
 

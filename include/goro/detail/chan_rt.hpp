@@ -45,6 +45,13 @@ struct elem_ops_for<void> {
   static constexpr elem_ops ops{0, 1, &move, &destroy};
 };
 
+// The largest channel buffer makechan accepts, in bytes (Go bounds it by
+// maxAlloc). A chan<void> element counts as one byte, so every element type
+// has a finite capacity limit.
+inline constexpr std::size_t max_chan_bytes = std::size_t(1) << 40;
+
+// Throws std::length_error("makechan: size out of range") when cap slots
+// (of max(size rounded up to align, 1) bytes each) exceed max_chan_bytes.
 hchan* makechan(const elem_ops* ops, std::size_t cap);
 void chan_retain(hchan* c) noexcept;
 void chan_release(hchan* c) noexcept;
