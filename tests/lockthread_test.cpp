@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "runtime/g.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
 namespace {

@@ -540,7 +540,9 @@ TEST(Gomaxprocs, QueryAndClamp) {
     EXPECT_EQ(goro::gomaxprocs(), cur);
     EXPECT_EQ(goro::gomaxprocs(cur), cur)
         << "setting the same value is a no-op";
-    EXPECT_THROW(goro::gomaxprocs(-1), std::invalid_argument);
+    // n < 1 is a query, as runtime.GOMAXPROCS.
+    EXPECT_EQ(goro::gomaxprocs(-1), cur);
+    EXPECT_EQ(goro::gomaxprocs(0), cur);
     EXPECT_EQ(goro::gomaxprocs(5000), cur);
     EXPECT_EQ(goro::gomaxprocs(0), 1024) << "values above 1024 clamp";
     // Goroutines still run with 1024 Ps.

@@ -9,8 +9,9 @@
 #include <new>
 
 #include "chan/hchan.hpp"
+#include "runtime/checkdead.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::detail {

@@ -14,8 +14,10 @@
 #include <new>
 
 #include "chan/hchan.hpp"
+#include "runtime/checkdead.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::detail {

@@ -8,10 +8,14 @@
 // goroutines (main called goro::goexit) - deadlock!". Detection is armed
 // while a goro::run is in progress (a library runtime idles legitimately
 // otherwise).
+#include "runtime/checkdead.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "runtime/proc.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {

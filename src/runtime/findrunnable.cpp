@@ -3,11 +3,16 @@
 // queue, global queue, non-blocking netpoll, stealing (with other Ps'
 // timers on the last pass), then give up the P, re-check everything, and
 // sleep in the poller until the next timer, or on the M's note.
+#include "runtime/globrunq.hpp"
+#include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
 #include "runtime/steal.hpp"
+#include "runtime/stw.hpp"
 #include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
 

@@ -1,7 +1,10 @@
 // g.cpp: goroutine status transitions, allgs and names for diagnostics.
+#include "runtime/g.hpp"
+
 #include <cstdio>
 
-#include "runtime/sched.hpp"
+#include "runtime/lock.hpp"
+#include "runtime/panic.hpp"
 
 namespace goro::rt {
 

@@ -1,6 +1,9 @@
 // gfree.cpp: dead Gs (with their stacks) are cached per P and globally
 // for reuse (Go's gfput/gfget): a local list of up to 64 spills down to 32
 // into the global list; an empty local list refills up to 32 from it.
+#include "runtime/gfree.hpp"
+
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {

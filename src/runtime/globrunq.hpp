@@ -1,12 +1,20 @@
-// globrunq.hpp: test hooks for the global run queue (sched.runq). The
-// queue itself is manipulated under sched.lock through sched.hpp.
+// globrunq.hpp: the global run queue (sched.runq; globrunq.cpp: globrunqput,
+// globrunqputbatch, globrunqget), and its test hooks.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/g.hpp"
 
 namespace goro::rt {
+
+struct P;
+
+// sched.lock held.
+void globrunqput(G* gp);
+void globrunqputbatch(g_queue* batch);
+G* globrunqget(P* pp, std::int32_t max);
 
 std::size_t globrunqsize();
 G* globrunqget_for_test();

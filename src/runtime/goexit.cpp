@@ -13,9 +13,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/checkdead.hpp"
 #include "runtime/context.hpp"
+#include "runtime/gfree.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/park.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {

@@ -10,6 +10,7 @@
 #include <cerrno>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 

@@ -6,12 +6,18 @@
 // goroutine runnable hands its P to the locked thread and sleeps in turn.
 // A locked goroutine that exits takes its thread with it (the thread may
 // be in a state the goroutine changed, so it is not reused).
+#include "runtime/lockosthread.hpp"
+
 #include <pthread.h>
 
 #include <goro/runtime.hpp>
 #include <stdexcept>
 
+#include "runtime/checkdead.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {

@@ -1,5 +1,7 @@
 // mstart.cpp: OS threads (Ms) and their parking: newm, mstart, startm,
 // stopm, wakep, the idle M and idle P lists, acquirep/releasep.
+#include "runtime/mstart.hpp"
+
 #include <cxxabi.h>
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -8,9 +10,13 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/checkdead.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/sysmon.hpp"
 #include "runtime/testhook.hpp"
 #include "runtime/tls.hpp"
 

@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "runtime/mstart.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {

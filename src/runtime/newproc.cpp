@@ -3,7 +3,11 @@
 #include <stdexcept>
 
 #include "runtime/context.hpp"
+#include "runtime/gfree.hpp"
+#include "runtime/globrunq.hpp"
+#include "runtime/mstart.hpp"
 #include "runtime/preempt.hpp"
+#include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"

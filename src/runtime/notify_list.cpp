@@ -1,8 +1,9 @@
 // notify_list.cpp: Go's notifyList; see notify_list.hpp.
 #include "runtime/notify_list.hpp"
 
+#include "runtime/checkdead.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {

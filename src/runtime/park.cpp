@@ -1,11 +1,19 @@
 // park.cpp: leaving a goroutine for the scheduler (Go's mcall, gopark,
 // park_m, goready, Gosched).
+#include "runtime/park.hpp"
+
 #include <sched.h>
 
 #include "runtime/context.hpp"
+#include "runtime/globrunq.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {

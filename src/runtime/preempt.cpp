@@ -6,8 +6,9 @@
 // call-free loops comes later.
 #include "runtime/preempt.hpp"
 
+#include "runtime/park.hpp"
 #include "runtime/san.hpp"
-#include "runtime/sched.hpp"
+#include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {

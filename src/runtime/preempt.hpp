@@ -1,6 +1,7 @@
 // preempt.hpp: cooperative preemption requests and checks.
 #pragma once
 
+#include "runtime/checkdead.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
@@ -9,8 +10,6 @@ namespace goro::rt {
 void gopreempt();
 // Asks the goroutine running on pp to yield (Go's preemptone).
 bool preemptone(P* pp);
-
-void note_extern_thread();
 
 // Entry to a channel operation or select: a plain thread is counted for
 // deadlock detection (checkdead.cpp), a goroutine honours a pending

@@ -1,5 +1,7 @@
 // proc.cpp: runtime start-up (Go's schedinit), goro::run and the runtime
 // inspection API.
+#include "runtime/proc.hpp"
+
 #include <unistd.h>
 
 #include <cstdarg>
@@ -10,19 +12,24 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "runtime/checkdead.hpp"
+#include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/steal.hpp"
+#include "runtime/stw.hpp"
+#include "runtime/sysmon.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
 
 schedt sched;
 P** allp = nullptr;
-std::atomic<std::int32_t> ncpu_procs{0};
+std::atomic<std::int32_t> gomaxprocs_value{0};
 pmask idlepmask;
 pmask timerpmask;
 std::atomic<bool> runtime_started{false};
@@ -82,13 +89,13 @@ void schedinit(const goro::options* opt) {
   idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   timerpmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   netpollinit();
-  sched.lastpoll.store(nanotime());
+  sched.last_poll.store(nanotime());
   for (int i = 0; i < procs; i++) {
     allp[i] = new P;
     allp[i]->id = i;
   }
   steal_order.reset(std::uint32_t(procs));
-  ncpu_procs.store(procs);
+  gomaxprocs_value.store(procs);
   {
     lock_guard lk(sched.lock);
     for (int i = procs - 1; i >= 0; i--) pidleput(allp[i]);

@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include "runtime/globrunq.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
 
 namespace goro::rt {

@@ -1,5 +1,9 @@
-// sched.hpp: the global scheduler state (Go's schedt and proc.go globals)
-// and the scheduler's internal entry points.
+// sched.hpp: the global scheduler state (Go's schedt and proc.go globals:
+// allp, the P masks, allm). The scheduler's entry points live in a header
+// per mechanism: schedule.hpp (schedule, findrunnable), mstart.hpp (Ms and
+// idle Ps), park.hpp (gopark, goready), syscall.hpp, stw.hpp,
+// lockosthread.hpp, checkdead.hpp, globrunq.hpp, gfree.hpp, sysmon.hpp,
+// proc.hpp (start-up and configuration) and panic.hpp (fatal errors).
 #pragma once
 
 #include <atomic>
@@ -11,13 +15,7 @@
 #include "runtime/p.hpp"
 #include "runtime/tls.hpp"
 
-namespace goro {
-struct options;
-}
-
 namespace goro::rt {
-
-void schedinit(const goro::options* opt);
 
 struct schedt {
   std::atomic<std::uint64_t> goidgen{0};
@@ -103,140 +101,5 @@ extern M* allm;
 inline std::int32_t gomaxprocs_now() {
   return gomaxprocs_value.load(std::memory_order_relaxed);
 }
-
-// --- scheduler (schedule.cpp, findrunnable.cpp, mstart.cpp) ---
-[[noreturn]] void schedule();
-[[noreturn]] void execute(G* gp, bool inherit_time);
-G* findrunnable(bool* inherit_time);
-void wakep();
-void startm(P* pp, bool spinning);
-void stopm();
-void acquirep(P* pp);
-P* releasep();
-void pidleput(P* pp);    // sched.lock held
-P* pidleget();           // sched.lock held
-P* pidleget_spinning();  // sched.lock held
-void mput(M* mp);        // sched.lock held
-M* mget();               // sched.lock held
-void become_spinning(M* mp);
-// Makes a list of ready goroutines runnable (Go's injectglist).
-void injectglist(g_queue* list);
-void resetspinning();
-void newm(P* pp, bool spinning, std::int64_t id);
-std::int64_t mreserve_id();  // sched.lock held
-std::int32_t mcount();       // sched.lock held
-
-// --- syscalls (syscall.cpp), stop-the-world (stw.cpp), locked threads
-// (lockosthread.cpp), deadlock detection (checkdead.cpp) ---
-void entersyscall();
-void entersyscallblock();
-void exitsyscall();
-// exitsyscall's fast path: take oldp back if it is still in _Psyscall, else
-// any idle P. False (and no P) when there is none or a stop-the-world is
-// pending.
-bool exitsyscall_takep(P* oldp);
-void handoffp(P* pp);
-// A goroutine that parks or yields inside a goro::blocking region leaves
-// the syscall state for the switch and re-enters it after resuming.
-struct syscall_suspend {
-  bool active;
-  explicit syscall_suspend(G* gp)
-      : active(gp != nullptr && readgstatus(gp) == g_syscall) {
-    if (active) exitsyscall();
-  }
-  ~syscall_suspend() {
-    if (active) entersyscall();
-  }
-  syscall_suspend(const syscall_suspend&) = delete;
-  syscall_suspend& operator=(const syscall_suspend&) = delete;
-};
-// A P reached _Pgcstop for a pending stop-the-world (sched.lock held).
-void stw_p_stopped();
-void gcstopm();
-void stop_the_world();
-void start_the_world(std::int32_t newprocs);
-void stoplockedm();
-void startlockedm(G* gp);
-void incidlelocked(std::int32_t v);  // sched.lock held
-void checkdead();                    // sched.lock held
-// Plain-thread accounting for checkdead: a plain thread blocks in / leaves
-// a runtime primitive.
-// The waker calls extern_block_end, before waking the thread, so the
-// thread never looks blocked after it was released.
-void extern_block_begin();
-void extern_block_end();
-void note_extern_thread();
-// A plain thread sleeps on n, counted as blocked in the runtime.
-inline void thread_park(note& n) {
-  extern_block_begin();
-  n.sleep();
-}
-inline void thread_unpark(note& n) {
-  extern_block_end();
-  n.wakeup();
-}
-
-// --- goroutine switch (park.cpp) ---
-// Switches from the running goroutine to the scheduler stack and calls
-// fn(gp) there (Go's mcall). Returns when gp is resumed.
-void mcall(void (*fn)(void*));
-// mcall for a goroutine that will never resume (its stack is recycled).
-void mcall_dying(void (*fn)(void*));
-// Parks the running goroutine (Go's gopark). After the switch, on g0,
-// unlockf(gp, lock) runs; if it returns false the goroutine resumes at once.
-void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason);
-// gopark that releases a runtime mutex after parking (goparkunlock).
-void goparkunlock(mutex* lock, wait_reason reason);
-// Detaches the running goroutine from its M (Go's dropg).
-inline void dropg(M* mp, G* gp) {
-  mp->curg.store(nullptr, std::memory_order_relaxed);
-  gp->m = nullptr;
-}
-// On g0: requeue gp on the global queue and schedule (Go's goschedImpl,
-// shared by gosched and preemption).
-[[noreturn]] void gosched_m(void* gp);
-// Makes a parked goroutine runnable in the waker's runnext (Go's goready).
-void goready(G* gp);
-// Yields to the tail of the local run queue (Go's goyield).
-void goyield();
-// Go's sync_runtime_canSpin / sync_runtime_doSpin for mutex spinning.
-bool sync_runtime_canspin(int i);
-void sync_runtime_dospin();
-int usable_cpus_cached();
-// Puts Gs readied without a P (plain threads) on the global queue.
-void ready_noP(G* gp);
-
-// --- global run queue (globrunq.cpp); sched.lock held ---
-void globrunqput(G* gp);
-void globrunqputbatch(g_queue* batch);
-G* globrunqget(P* pp, std::int32_t max);
-
-// --- G free lists (gfree.cpp) ---
-G* gfget(P* pp);
-void gfput(P* pp, G* gp);
-// gfput, or the global list / unmap when there is no P (plain threads).
-void gfput_or_free(P* pp, G* gp);
-
-// --- start-up (proc.cpp) ---
-// GORO_DEBUG settings (Go's GODEBUG for the scheduler).
-struct debug_vars {
-  int schedtrace = 0;  // ms between schedtrace lines; 0: off
-  int scheddetail = 0;
-};
-extern debug_vars debug;
-extern std::int64_t runtime_init_time;
-void sysmon_start();
-// Wakes sysmon from its all-idle deep sleep (called when work starts).
-void sysmon_wake_if_waiting();
-extern std::atomic<bool> sysmonwait;
-void schedtrace(bool detailed);
-int default_gomaxprocs();
-int usable_cpus();
-std::uint64_t newgoid(P* pp);
-
-// Fatal error: prints "fatal error: msg" (Go's throw) and exits with 2.
-[[noreturn]] void fatal(const char* msg);
-[[noreturn]] void fatalf(const char* fmt, ...)
-    __attribute__((format(printf, 1, 2)));
 
 }  // namespace goro::rt

@@ -1,10 +1,14 @@
 // schedtrace.cpp: GORO_DEBUG=schedtrace=N[,scheddetail=1] output, field
 // for field as Go 1.21+ prints it (proc.go schedtrace).
+#include "runtime/schedtrace.hpp"
+
 #include <cstdarg>
 #include <cstdio>
 #include <string>
 
+#include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
+#include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 

@@ -1,6 +1,11 @@
 // schedule.cpp: one round of scheduling on g0 (Go's schedule, execute,
 // resetspinning).
+#include "runtime/schedule.hpp"
+
 #include "runtime/context.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"

@@ -6,8 +6,9 @@
 #include <atomic>
 #include <goro/runtime.hpp>
 
+#include "runtime/checkdead.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/sudog.hpp"
 #include "runtime/tls.hpp"
 

@@ -21,6 +21,7 @@
 #ifdef GORO_HAVE_ASAN
 #include <sanitizer/lsan_interface.h>
 #endif
+#include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 

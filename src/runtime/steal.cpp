@@ -3,6 +3,8 @@
 
 #include <numeric>
 
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/timers.hpp"

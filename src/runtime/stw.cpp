@@ -5,11 +5,17 @@
 // Ps stop themselves at the top of findrunnable (gcstopm), idle Ps and Ps
 // in syscalls are stopped directly. Preemption is cooperative, so a
 // goroutine that never enters the runtime delays the stop until it does.
+#include "runtime/stw.hpp"
+
+#include "runtime/globrunq.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/sema.hpp"
 #include "runtime/steal.hpp"
+#include "runtime/sysmon.hpp"
 #include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
 

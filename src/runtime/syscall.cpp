@@ -8,15 +8,25 @@
 // whole tick, >= 20 us) and the P is useful elsewhere does sysmon retake it
 // and hand it to another thread (handoffp). A call known to block long
 // hands the P off at once.
+#include "runtime/syscall.hpp"
+
 #include <errno.h>
 
 #include <goro/runtime.hpp>
 
+#include "runtime/globrunq.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/stw.hpp"
+#include "runtime/sysmon.hpp"
 #include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
 
@@ -52,7 +62,8 @@ void handoffp(P* pp) {
   }
   // The last running P, with nobody polling: someone must service timers
   // and the poller.
-  if (sched.npidle.load() == gomaxprocs_now() - 1 && sched.last_poll.load() != 0) {
+  if (sched.npidle.load() == gomaxprocs_now() - 1 &&
+      sched.last_poll.load() != 0) {
     sched.lock.unlock();
     startm(pp, false);
     return;

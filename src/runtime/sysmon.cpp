@@ -2,14 +2,23 @@
 // It asks goroutines that have run a whole time slice (10 ms) to yield,
 // retakes Ps from threads blocked in syscalls, returns idle stack memory to
 // the OS, prints schedtrace, and retries deadlock detection while idle.
+#include "runtime/sysmon.hpp"
+
 #include <pthread.h>
 #include <unistd.h>
 
+#include "runtime/checkdead.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/preempt.hpp"
+#include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedtrace.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/syscall.hpp"
 #include "runtime/timers.hpp"
 
 namespace goro::rt {

@@ -5,6 +5,7 @@
 
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/park.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/testhook.hpp"
 #include "runtime/tls.hpp"

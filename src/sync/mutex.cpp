@@ -8,7 +8,8 @@
 #include <goro/sync.hpp>
 
 #include "runtime/nanotime.hpp"
-#include "runtime/sched.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/park.hpp"
 #include "runtime/sema.hpp"
 
 namespace goro {

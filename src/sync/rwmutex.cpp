@@ -10,7 +10,7 @@
 // and wakes exactly the readers that queued meanwhile.
 #include <goro/sync.hpp>
 
-#include "runtime/sched.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/sema.hpp"
 
 namespace goro {

@@ -9,9 +9,10 @@
 #include <new>
 #include <stdexcept>
 
+#include "runtime/checkdead.hpp"
 #include "runtime/lock.hpp"
+#include "runtime/park.hpp"
 #include "runtime/preempt.hpp"
-#include "runtime/sched.hpp"
 #include "runtime/sudog.hpp"
 #include "runtime/tls.hpp"
 

@@ -1,0 +1,15 @@
+// gfree.hpp: dead Gs kept with their stacks for reuse (gfree.cpp: gfput,
+// gfget).
+#pragma once
+
+#include "runtime/g.hpp"
+#include "runtime/p.hpp"
+
+namespace goro::rt {
+
+G* gfget(P* pp);
+void gfput(P* pp, G* gp);
+// gfput, or the global list / unmap when there is no P (plain threads).
+void gfput_or_free(P* pp, G* gp);
+
+}  // namespace goro::rt

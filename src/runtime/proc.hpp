@@ -1,0 +1,30 @@
+// proc.hpp: start-up and configuration (proc.cpp: schedinit, GORO_DEBUG,
+// goids; cpu.cpp: the CPUs this process may use).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/p.hpp"
+
+namespace goro {
+struct options;
+}
+
+namespace goro::rt {
+
+void schedinit(const goro::options* opt);
+
+// GORO_DEBUG settings (Go's GODEBUG for the scheduler).
+struct debug_vars {
+  int schedtrace = 0;  // ms between schedtrace lines; 0: off
+  int scheddetail = 0;
+};
+extern debug_vars debug;
+extern std::int64_t runtime_init_time;
+std::uint64_t newgoid(P* pp);
+
+int default_gomaxprocs();
+int usable_cpus();
+int usable_cpus_cached();
+
+}  // namespace goro::rt
