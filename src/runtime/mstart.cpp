@@ -244,11 +244,24 @@ void startm(P* pp, bool spinning) {
 void wakep() {
   // Start a spinner only if nobody spins already: a spinner that finds
   // work wakes the next one (resetspinning), so wake-ups chain without
-  // thundering herds. There is deliberately no "no idle P" early return
-  // (Go 1.21's wakep): with no idle P, pidleget_spinning sets needspinning,
-  // and the next M about to give up its P spins instead. Returning early
-  // would let that M go idle while this work waits with nobody spinning.
+  // thundering herds. There is deliberately no bare "no idle P" early
+  // return (Go 1.19 had one): with no idle P, pidleget_spinning sets
+  // needspinning, and the next M about to give up its P spins instead.
+  // Returning early without it would let that M go idle while this work
+  // waits with nobody spinning (Go 1.21 fixed this; so do we).
   if (sched.nmspinning.load() != 0) return;
+  // Fast path for the common busy case (every P running, notably at
+  // GOMAXPROCS=1): if needspinning is already set, the next M that gives
+  // up its P will spin and find our work, so there is nothing to add. Go
+  // 1.21 takes sched.lock here every time; a fence does instead. It orders
+  // our work's publication (made before wakep) before the load, against
+  // become_spinning's seq_cst store of 0 followed by its search of the
+  // queues: either we see 0 (and take the slow path below) or the spinner
+  // sees our work.
+  if (sched.npidle.load(std::memory_order_relaxed) == 0) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sched.needspinning.load(std::memory_order_relaxed) == 1) return;
+  }
   std::int32_t zero = 0;
   if (!sched.nmspinning.compare_exchange_strong(zero, 1)) return;
   P* pp;
