@@ -84,6 +84,12 @@ bool unknown_threads_exist() {
   return threads < 0 || threads > mcount() + sched.nextern_blocked.load();
 }
 
+bool any_timers() {
+  for (std::int32_t i = 0; i < gomaxprocs_now(); i++)
+    if (allp[i]->tm.min_when.load() != 0) return true;
+  return false;
+}
+
 }  // namespace
 
 void note_extern_thread() {
@@ -96,7 +102,9 @@ void note_extern_thread() {
 void extern_block_begin() {
   note_extern_thread();
   sched.nextern_blocked.fetch_add(1);
-  // This thread might have been the last thing running.
+  // This thread might have been the last thing running. Without a
+  // goro::run in progress there is no verdict to reach: skip the lock.
+  if (sched.main_active.load(std::memory_order_relaxed) == 0) return;
   lock_guard lk(sched.lock);
   checkdead();
 }
@@ -114,6 +122,12 @@ void checkdead() {
         "checkdead: inconsistent counts run=%d nmidle=%d nmidlelocked=%d "
         "mcount=%d nmsys=%d",
         run, sched.nmidle, sched.nmidlelocked, mcount(), sched.nmsys);
+#ifdef NDEBUG
+  // A pending timer will wake someone. O(P), so before the O(G) walk below
+  // (a goexit verdict then waits until the timers have fired). Debug builds
+  // walk first, for the runnable-g check.
+  if (any_timers()) return;
+#endif
   gcount c;
   forallg(count_g, &c);
   if (c.running > 0) {
@@ -143,8 +157,7 @@ void checkdead() {
     return;
   }
   // A pending timer will wake someone.
-  for (std::int32_t i = 0; i < gomaxprocs_now(); i++)
-    if (allp[i]->tm.min_when.load() != 0) return;
+  if (any_timers()) return;
   if (unknown_threads_exist()) return;
   sched.lock.unlock();
   fatal("all goroutines are asleep - deadlock!");

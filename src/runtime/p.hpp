@@ -49,8 +49,9 @@ struct P {
   // The G to run next, ahead of the ring; it inherits the time slice.
   std::atomic<G*> runnext{nullptr};
 
-  // This P's timers.
-  timers tm;
+  // This P's timers, on their own line: thieves take the heap lock while
+  // the owner works on runnext and the ring.
+  alignas(64) timers tm;
 
   // Dead Gs (with stacks) for reuse.
   alignas(64) g_list gfree;

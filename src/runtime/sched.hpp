@@ -17,10 +17,16 @@
 
 namespace goro::rt {
 
+// Fields are grouped by who writes them, a cache line per group, so that
+// the lock-free readers on hot paths (wakep reads nmspinning/npidle on
+// every goready; findrunnable reads runqsize and gcwaiting) do not miss
+// whenever someone takes sched.lock or hands out goids.
 struct schedt {
-  std::atomic<std::uint64_t> goidgen{0};
-  // The global scheduler lock: idle lists, global run queue, M accounting.
-  mutex lock{lock_rank::sched};
+  // goid batches (Go's goidgen): an RMW per 16 goroutines per P.
+  alignas(64) std::atomic<std::uint64_t> goidgen{0};
+  // The global scheduler lock and what only it protects: idle lists and M
+  // accounting.
+  alignas(64) mutex lock{lock_rank::sched};
 
   M* midle = nullptr;  // idle Ms
   std::int32_t nmidle = 0;
@@ -30,17 +36,21 @@ struct schedt {
   std::int32_t nmsys = 0;  // system Ms (sysmon), not counted for deadlock
   std::int64_t nmfreed = 0;
 
-  P* pidle = nullptr;  // idle Ps
-  std::atomic<std::int32_t> npidle{0};
+  P* pidle = nullptr;         // idle Ps
+  std::int32_t stopwait = 0;  // Ps still to stop (stop-the-world)
+
+  // The spinning protocol's counters: read on every wakep, written when Ps
+  // go idle or Ms start and stop spinning.
+  alignas(64) std::atomic<std::int32_t> npidle{0};
   std::atomic<std::int32_t> nmspinning{0};
   std::atomic<std::uint32_t> needspinning{0};
 
-  // The global run queue; runqsize is also read without the lock.
-  g_queue runq;
+  // The global run queue (sched.lock); runqsize is also read without it.
+  alignas(64) g_queue runq;
   std::atomic<std::int32_t> runqsize{0};
 
-  // Global cache of dead Gs with stacks.
-  struct {
+  // Global cache of dead Gs with stacks, under its own lock.
+  alignas(64) struct {
     mutex lock{lock_rank::gfree};
     g_list list;   // stacks still holding memory (reused first: warm)
     g_list clean;  // stacks whose memory sysmon returned to the OS
@@ -55,9 +65,9 @@ struct schedt {
     }
   } gfree;
 
-  std::atomic<bool> gcwaiting{false};  // stop-the-world requested
-  std::int32_t stopwait = 0;           // Ps still to stop (sched.lock)
-  note stopnote;                       // the stopper sleeps here
+  // Read-mostly state.
+  alignas(64) std::atomic<bool> gcwaiting{false};  // stop-the-world requested
+  note stopnote;                                   // the stopper sleeps here
   // run() calls in progress (a main goroutine exists); deadlock detection
   // is armed only then. main_goexited: a main goroutine called goexit.
   std::atomic<std::int32_t> main_active{0};
@@ -68,7 +78,7 @@ struct schedt {
   std::atomic<std::int32_t> nextern_blocked{0};
   // Time of the last netpoll; 0 while some M is blocked in netpoll (that
   // M is "the poller"). poll_until: when the poller will wake by itself.
-  std::atomic<std::int64_t> last_poll{1};
+  alignas(64) std::atomic<std::int64_t> last_poll{1};
   std::atomic<std::int64_t> poll_until{0};
   // Goroutines created from plain threads minus those accounted on Ps.
   std::atomic<std::int64_t> ngoroutines_extra{0};

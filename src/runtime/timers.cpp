@@ -125,7 +125,9 @@ void timer_add(timer* t, std::int64_t when) {
     heap_push(pp, t);
     // Under the heap lock: pidleput clears the bit under it too (an idle
     // P may get timers from a thread without a P).
-    timerpmask.set(pp->id);
+    // Read first: the mask word is shared by 32 Ps, and the bit is
+    // usually set already (it is cleared only when the P goes idle).
+    if (!timerpmask.read(std::uint32_t(pp->id))) timerpmask.set(pp->id);
   }
   wake_netpoller(when);
 }
