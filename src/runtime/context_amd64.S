@@ -7,10 +7,24 @@
 // scheduler afresh at the top of g0, so a switch costs one save (goroutine
 // to g0) and one restore (g0 to goroutine), as Go's mcall/gogo.
 //
-// Unwind info: goro_mcall and goro_gogo describe their frames with CFI so
-// debuggers and the C++ unwinder can walk a goroutine's frames; the frames
-// that start a stack (goro_gstart, and g0's side of goro_mcall) mark the
-// return address undefined, which ends a backtrace cleanly.
+// Unwind info: the CFI is exact at every instruction, because a signal (a
+// profiler, a goroutine dump, async preemption) may land on any of them and
+// unwind from there (tests/switch_cfi_test.cpp single-steps each one):
+//  - on a goroutine's stack it describes the goroutine's frames: in
+//    goro_mcall the caller being saved, in goro_gogo (once rsp points at the
+//    saved context) the goroutine being resumed, whose registers are read
+//    from the saved context until they are popped;
+//  - the frames that start a stack (g0's side of goro_mcall, goro_gstart)
+//    mark the return address undefined, which ends a backtrace cleanly.
+//
+// No CET: the switch returns to addresses that no call pushed on the
+// current shadow stack, and has no endbr64 landing pads, so this object
+// deliberately carries no .note.gnu.property claiming SHSTK or IBT; the
+// linker then drops those claims from any program that links it.
+
+// The routines are hidden (not exported from libgoro.so): they are not API,
+// and references to them from the runtime resolve inside the library (the
+// +1 on goro_gstart's address in prepare_stack must not land in a PLT).
 
 	.text
 
@@ -19,6 +33,7 @@
 //   switches to g0_sp and calls fn(arg), which never returns. Resuming the
 //   saved context (goro_gogo) returns from goro_mcall.
 	.globl	goro_mcall
+	.hidden	goro_mcall
 	.type	goro_mcall, @function
 	.p2align 4
 goro_mcall:
@@ -46,10 +61,17 @@ goro_mcall:
 	stmxcsr	(%rsp)
 	fnstcw	4(%rsp)
 	movq	%rsp, (%rdi)
-	// Now on g0: a fresh frame whose return address is undefined.
+	// Now on g0: a fresh frame whose return address is undefined (no
+	// caller, so the saved registers' rules are dropped too).
 	movq	%rsi, %rsp
 	.cfi_def_cfa %rsp, 8
 	.cfi_undefined %rip
+	.cfi_restore %rbp
+	.cfi_restore %rbx
+	.cfi_restore %r12
+	.cfi_restore %r13
+	.cfi_restore %r14
+	.cfi_restore %r15
 	movq	%rcx, %rdi
 	callq	*%rdx
 	ud2
@@ -60,20 +82,45 @@ goro_mcall:
 //   Resumes a context saved by goro_mcall (or prepared by
 //   goro_prepare_stack): goro_mcall returns in that goroutine.
 	.globl	goro_gogo
+	.hidden	goro_gogo
 	.type	goro_gogo, @function
 	.p2align 4
 goro_gogo:
 	.cfi_startproc
+	// Until rsp moves: the caller (execute, on g0), as at any entry.
 	movq	%rdi, %rsp
+	// From here: the goroutine's goro_mcall frame, [mxcsr|fcw][r15][r14]
+	// [r13][r12][rbx][rbp][return address], as if goro_mcall were about
+	// to return in it. Each pop moves a register back to its own value.
+	.cfi_def_cfa %rsp, 64
+	.cfi_offset %rbp, -16
+	.cfi_offset %rbx, -24
+	.cfi_offset %r12, -32
+	.cfi_offset %r13, -40
+	.cfi_offset %r14, -48
+	.cfi_offset %r15, -56
 	ldmxcsr	(%rsp)
 	fldcw	4(%rsp)
 	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
 	popq	%r15
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %r15
 	popq	%r14
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %r14
 	popq	%r13
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %r13
 	popq	%r12
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %r12
 	popq	%rbx
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %rbx
 	popq	%rbp
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %rbp
 	ret
 	.cfi_endproc
 	.size	goro_gogo, .-goro_gogo
@@ -82,12 +129,18 @@ goro_gogo:
 // in rbx (prepared by the runtime); it calls goro_gentry(G*), which runs
 // the goroutine and never returns. The undefined return address makes this
 // the outermost frame of a goroutine backtrace.
+//
+// A new goroutine's return address is goro_gstart+1, past a nop that never
+// runs (as Go's goexit): unwinders look up a return address minus one, and
+// goro_gstart-1 would lie outside this FDE (in the padding, or in goro_gogo).
 	.globl	goro_gstart
+	.hidden	goro_gstart
 	.type	goro_gstart, @function
 	.p2align 4
 goro_gstart:
 	.cfi_startproc
 	.cfi_undefined %rip
+	nop
 	xorl	%ebp, %ebp
 	movq	%rbx, %rdi
 	andq	$-16, %rsp
