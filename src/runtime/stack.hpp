@@ -8,10 +8,18 @@
 // VMA and vm.max_map_count is finite), or canary words checked at every
 // switch. The goroutine's closure and first frames sit at the top of the
 // mapping, so a new goroutine touches one page.
+//
+// stack.cpp: the default size and guard (GORO_STACK_SIZE, GORO_STACK_GUARD),
+// the G slab allocator, stack mappings and guards. mgcscavenge.cpp returns
+// idle stacks' memory to the OS; signal_unix.cpp reports overflows.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+// minit_signals and install_overflow_handler (the overflow reports) are
+// part of the stack machinery for the threads and schedinit that set it up.
+#include "runtime/signal_unix.hpp"
 
 namespace goro::rt {
 
@@ -44,14 +52,10 @@ G* malg(std::size_t size);
 // Releases the stack of a G that will not be reused (the G dies with it).
 void stackfree(G* gp);
 // Returns the stack memory of dead Gs idling in the global free list to
-// the OS (sysmon calls it). Returns the number of stacks released.
+// the OS (sysmon calls it; mgcscavenge.cpp). Returns the number of stacks
+// released.
 std::size_t scavenge_stacks(std::size_t max);
 // Checks the canary of a canary-guarded stack; fatal on overflow.
 void stack_check_canary(G* gp);
-
-// Per-thread set-up for the overflow handler (the alternate signal stack).
-void minit_signals();
-// Installs the SIGSEGV/SIGBUS handler that reports goroutine overflow.
-void install_overflow_handler();
 
 }  // namespace goro::rt
