@@ -21,16 +21,38 @@ namespace goro {
 //              else mprotect within a budget of memory mappings, else canary.
 //   madvise / mprotect / canary: force one mechanism (mainly for tests).
 // The environment variable GORO_STACK_GUARD=auto|madvise|mprotect|canary
-// overrides options::guard.
+// overrides options::guard; any other value (empty included) is a fatal
+// error (exit 2).
 enum class stack_guard { automatic, madvise, mprotect, canary };
 
-// Runtime-wide settings, applied when the runtime starts (the first call of
-// run() or go()); later calls cannot change them, except gomaxprocs(n).
+// Runtime-wide settings, applied when the runtime starts: by the first call
+// of run(), or by anything that needs the runtime before it (go(), a
+// channel, a timer, gomaxprocs()), which starts it with the defaults.
+//
+// run() throws std::invalid_argument for a value no runtime can start with
+// (a stack_size out of range, a guard that is not a stack_guard). Given to
+// a runtime that is already running, the options are checked against it:
+// gomaxprocs applies (as gomaxprocs(n)); a stack_size or guard other than
+// the running one cannot and throws std::invalid_argument naming the
+// option; 0, stack_guard::automatic and the running values are fine.
+//
+// Example (snippet: main):
+//   goro::options opt;
+//   opt.gomaxprocs = 4;
+//   opt.stack_size = 1 << 20;  // 1 MiB stacks for deep recursion
+//   return goro::run(opt, [] { /* ... */ });
 struct options {
-  // Number of Ps. 0: the GOMAXPROCS environment variable, else num_cpu().
+  // Number of Ps. 0 (or less): the GOMAXPROCS environment variable, else
+  // num_cpu(). As in Go, a GOMAXPROCS that is not a positive decimal
+  // number is ignored. Capped at 1024.
   int gomaxprocs = 0;
-  // Virtual reservation per goroutine stack. 0: GORO_STACK_SIZE (bytes, or
-  // with a k/m suffix), else 256 KiB. Memory is committed page by page.
+  // Virtual reservation per goroutine stack, guard page included, rounded
+  // up to whole 4 KiB pages; memory is committed page by page. 0: the
+  // GORO_STACK_SIZE environment variable (decimal bytes with an optional
+  // k/K, m/M or g/G suffix for KiB, MiB, GiB, e.g. 256k or 1g; a malformed
+  // value is a fatal error, exit 2), else 256 KiB. Otherwise 16 KiB to
+  // 1 GiB: smaller or larger values throw std::invalid_argument (and are a
+  // fatal error in GORO_STACK_SIZE).
   std::size_t stack_size = 0;
   stack_guard guard = stack_guard::automatic;
 };

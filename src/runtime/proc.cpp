@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cstdarg>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <goro/runtime.hpp>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 
 #include "runtime/checkdead.hpp"
 #include "runtime/mstart.hpp"
@@ -66,11 +68,17 @@ void parse_debug() {
 }  // namespace
 
 int env_int(const char* name) {
+  // As Go's atoi32 for GOMAXPROCS: decimal digits only (no sign, spaces or
+  // suffix) and within int32; anything else, and 0, reads as unset (0), so
+  // the caller uses its default.
   const char* e = std::getenv(name);
   if (e == nullptr || *e == 0) return 0;
-  char* end = nullptr;
-  long v = std::strtol(e, &end, 10);
-  if (*end != 0 || v <= 0) return 0;
+  long long v = 0;
+  for (const char* c = e; *c != 0; c++) {
+    if (*c < '0' || *c > '9') return 0;
+    v = v * 10 + (*c - '0');
+    if (v > INT32_MAX) return 0;
+  }
   return int(v);
 }
 
@@ -127,19 +135,88 @@ void fatalf(const char* fmt, ...) {
 
 namespace goro::detail {
 
-void ensure_started(const options* opt) {
+namespace {
+
+std::string stack_size_text(std::size_t n) {
+  return std::to_string(n) + (n % 1024 == 0 && n >= 1024
+                                  ? " (" + std::to_string(n / 1024) + " KiB)"
+                                  : std::string());
+}
+
+// stackinit and resolve_guard take a stack_guard as a guard_kind.
+static_assert(int(stack_guard::automatic) == int(rt::guard_kind::none) &&
+              int(stack_guard::madvise) == int(rt::guard_kind::madvise) &&
+              int(stack_guard::mprotect) == int(rt::guard_kind::mprotect) &&
+              int(stack_guard::canary) == int(rt::guard_kind::canary));
+
+// Throws std::invalid_argument for options no runtime can start with.
+void validate(const options& o) {
+  if (o.stack_size != 0)
+    if (const char* why = rt::stack_size_problem(o.stack_size))
+      throw std::invalid_argument("goro::options::stack_size = " +
+                                  stack_size_text(o.stack_size) + ": " + why);
+  if (unsigned(o.guard) > unsigned(stack_guard::canary))
+    throw std::invalid_argument(
+        "goro::options::guard = " + std::to_string(int(o.guard)) +
+        ": not a goro::stack_guard value");
+}
+
+// Starts the runtime with `opt` unless it is running; true if this call
+// started it.
+bool start(const options* opt) {
   static std::mutex start_mu;
-  if (rt::runtime_started.load(std::memory_order_acquire)) return;
+  if (rt::runtime_started.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lk(start_mu);
-  if (rt::runtime_started.load(std::memory_order_relaxed)) return;
+  if (rt::runtime_started.load(std::memory_order_relaxed)) return false;
   rt::schedinit(opt);
   rt::runtime_started.store(true, std::memory_order_release);
+  return true;
+}
+
+// Options for a runtime that is already running (started by an earlier run
+// or lazily by go(), a channel, a timer...). The P count can change at run
+// time, so options::gomaxprocs applies as gomaxprocs(n). The stack size and
+// guard cannot: an explicit value other than the running one throws; 0 and
+// stack_guard::automatic, or the values in force, are fine.
+void apply_to_running(const options& o) {
+  if (o.stack_size != 0) {
+    std::size_t want =
+        (o.stack_size + rt::page_size - 1) / rt::page_size * rt::page_size;
+    if (want != rt::default_stack_size())
+      throw std::invalid_argument(
+          "goro::options::stack_size = " + stack_size_text(o.stack_size) +
+          " cannot apply: the runtime is already running with " +
+          stack_size_text(rt::default_stack_size()) +
+          " stacks (options apply when the runtime starts; use "
+          "goro::go_options{.stack_size} per goroutine)");
+  }
+  if (o.guard != stack_guard::automatic &&
+      rt::resolve_guard(int(o.guard)) != rt::default_guard())
+    throw std::invalid_argument(
+        std::string("goro::options::guard = ") +
+        rt::guard_name(rt::guard_kind(int(o.guard))) +
+        " cannot apply: the runtime is already running with " +
+        rt::guard_name(rt::default_guard()) +
+        " guards (options apply when the runtime starts)");
+  if (o.gomaxprocs > 0) {
+    int n = o.gomaxprocs < rt::max_procs ? o.gomaxprocs : rt::max_procs;
+    if (n != rt::gomaxprocs_now()) gomaxprocs(n);
+  }
+}
+
+}  // namespace
+
+void ensure_started(const options* opt) {
+  if (rt::runtime_started.load(std::memory_order_acquire)) return;
+  if (opt != nullptr) validate(*opt);
+  start(opt);
 }
 
 int run_main(const options* opt, std::function<int()> main_fn) {
   if (rt::getg() != nullptr)
     throw std::logic_error("goro::run called from inside a goroutine");
-  ensure_started(opt);
+  validate(*opt);
+  if (!start(opt)) apply_to_running(*opt);
   struct state {
     std::function<int()> fn;
     int result = 0;

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -41,9 +42,15 @@ guard_kind guard_mode = guard_kind::madvise;
 std::atomic<std::int64_t> mprotect_budget{0};
 constexpr std::uint64_t canary_value = 0x6b636174735f6f67ULL;  // "go_stack"
 
+// GORO_STACK_GUARD, read by stackinit; madvise guards work on this kernel.
+guard_kind env_guard = guard_kind::none;
+bool env_guard_set = false;
+bool madvise_ok = false;
+
 // Default-size stacks are carved from chunks of this many stacks: one
-// mmap per chunk instead of one per goroutine.
-constexpr std::size_t chunk_stacks = 64;
+// mmap per chunk instead of one per goroutine (fewer for large stacks).
+constexpr std::size_t max_chunk_stacks = 64;
+std::size_t chunk_stacks = max_chunk_stacks;
 mutex chunk_lock{lock_rank::stack};
 char* chunk_next = nullptr;
 std::size_t chunk_left = 0;
@@ -60,7 +67,7 @@ bool install_chunk_guards(char* base) {
     if (self_pidfd < 0) self_pidfd = -1;
   }
   if (self_pidfd < 0) return false;
-  struct iovec iov[chunk_stacks];
+  struct iovec iov[max_chunk_stacks];
   for (std::size_t i = 0; i < chunk_stacks; i++) {
     iov[i].iov_base = base + i * stack_bytes;
     iov[i].iov_len = guard_size;
@@ -68,15 +75,6 @@ bool install_chunk_guards(char* base) {
   long r = syscall(SYS_process_madvise, self_pidfd, iov, chunk_stacks,
                    MADV_GUARD_INSTALL, 0);
   return r == long(chunk_stacks * guard_size);
-}
-
-std::size_t parse_size(const char* s) {
-  char* end = nullptr;
-  unsigned long long v = std::strtoull(s, &end, 10);
-  if (end == s) return 0;
-  if (*end == 'k' || *end == 'K') v *= 1024;
-  if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
-  return std::size_t(v);
 }
 
 std::size_t round_up(std::size_t n, std::size_t a) {
@@ -203,32 +201,102 @@ const char* guard_name(guard_kind k) {
   return "none";
 }
 
+bool parse_stack_size(const char* s, std::size_t* bytes) {
+  if (s == nullptr || *s < '0' || *s > '9') return false;
+  std::size_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (v > (SIZE_MAX - std::size_t(*s - '0')) / 10) return false;
+    v = v * 10 + std::size_t(*s - '0');
+  }
+  int shift = 0;
+  switch (*s) {
+    case 0:
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      return false;
+  }
+  if (shift != 0 && *++s != 0) return false;  // one suffix, at the end
+  if (v > (SIZE_MAX >> shift)) return false;
+  *bytes = v << shift;
+  return true;
+}
+
+static_assert(min_stack_size == 16 * 1024 && max_stack_size == 1u << 30,
+              "update stack_size_problem's messages");
+const char* stack_size_problem(std::size_t bytes) {
+  if (bytes < min_stack_size) return "below the 16k (16 KiB) minimum";
+  if (bytes > max_stack_size) return "above the 1g (1 GiB) maximum";
+  return nullptr;
+}
+
+bool parse_stack_guard(const char* s, guard_kind* kind) {
+  static constexpr struct {
+    const char* name;
+    guard_kind kind;
+  } names[] = {{"auto", guard_kind::none},
+               {"madvise", guard_kind::madvise},
+               {"mprotect", guard_kind::mprotect},
+               {"canary", guard_kind::canary}};
+  for (const auto& n : names)
+    if (s != nullptr && std::strcmp(s, n.name) == 0) {
+      *kind = n.kind;
+      return true;
+    }
+  return false;
+}
+
 void stackinit(std::size_t requested_size, int requested_guard) {
   std::size_t size = requested_size;
-  if (size == 0)
-    if (const char* e = std::getenv("GORO_STACK_SIZE")) size = parse_size(e);
-  if (size == 0) size = 256 * 1024;
-  if (size < min_stack_size) size = min_stack_size;
-  stack_bytes = round_up(size, page_size);
-
-  guard_kind want = guard_kind(requested_guard);
-  if (const char* e = std::getenv("GORO_STACK_GUARD")) {
-    if (!std::strcmp(e, "madvise"))
-      want = guard_kind::madvise;
-    else if (!std::strcmp(e, "mprotect"))
-      want = guard_kind::mprotect;
-    else if (!std::strcmp(e, "canary"))
-      want = guard_kind::canary;
-    else if (!std::strcmp(e, "auto") || !*e)
-      want = guard_kind::none;
-    else
-      fatalf("GORO_STACK_GUARD=%s: want auto, madvise, mprotect or canary", e);
+  if (size == 0) {
+    size = 256 * 1024;
+    if (const char* e = std::getenv("GORO_STACK_SIZE")) {
+      if (*e == 0)
+        fatal("GORO_STACK_SIZE=: empty (unset it for the default, 256k)");
+      if (!parse_stack_size(e, &size))
+        fatalf(
+            "GORO_STACK_SIZE=%s: not a size (want bytes, or a number with a "
+            "k, m or g suffix for KiB, MiB or GiB, e.g. 256k)",
+            e);
+      if (const char* why = stack_size_problem(size))
+        fatalf("GORO_STACK_SIZE=%s: %s", e, why);
+    }
   }
-  if (want == guard_kind::none || want == guard_kind::madvise)
-    want = madvise_guard_works() ? guard_kind::madvise : guard_kind::mprotect;
-  guard_mode = want;
+  stack_bytes = round_up(size, page_size);
+  // Default-size stacks come in chunks of up to 64 stacks and 64 MiB.
+  chunk_stacks = std::max<std::size_t>(
+      1, std::min(max_chunk_stacks, (std::size_t(64) << 20) / stack_bytes));
+
+  if (const char* e = std::getenv("GORO_STACK_GUARD")) {
+    if (!parse_stack_guard(e, &env_guard))
+      fatalf("GORO_STACK_GUARD=%s: want auto, madvise, mprotect or canary", e);
+    env_guard_set = true;
+  }
+  madvise_ok = madvise_guard_works();
+  guard_mode = resolve_guard(requested_guard);
   mprotect_budget.store(read_max_map_count() / 4);
 }
+
+guard_kind resolve_guard(int requested) {
+  // GORO_STACK_GUARD overrides the options.
+  guard_kind want = env_guard_set ? env_guard : guard_kind(requested);
+  if (want == guard_kind::none || want == guard_kind::madvise)
+    want = madvise_ok ? guard_kind::madvise : guard_kind::mprotect;
+  return want;
+}
+
+guard_kind default_guard() { return guard_mode; }
 
 std::size_t default_stack_size() { return stack_bytes; }
 
@@ -255,6 +323,7 @@ G* malg(std::size_t size) {
     return place_g(base, stack_bytes, true, guarded);
   }
   if (size < min_stack_size) size = min_stack_size;
+  if (size > SIZE_MAX - page_size) out_of_memory(size);
   size = round_up(size, page_size);
   void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -38,12 +38,36 @@ struct G;
 
 constexpr std::size_t page_size = 4096;
 constexpr std::size_t guard_size = page_size;
+// Bounds of the runtime-wide default stack size (options::stack_size,
+// GORO_STACK_SIZE); 1 GiB is about Go's default maximum stack (1 GB).
+// Per-goroutine sizes (go_options::stack_size) below the minimum are raised
+// to it.
 constexpr std::size_t min_stack_size = 16 * 1024;
+constexpr std::size_t max_stack_size = std::size_t(1) << 30;
+
+// Parses GORO_STACK_SIZE's syntax: decimal digits and an optional k/K, m/M
+// or g/G suffix (KiB, MiB, GiB). Nothing else: no sign, spaces, other
+// suffixes, empty string or overflow. Returns false if `s` is malformed.
+bool parse_stack_size(const char* s, std::size_t* bytes);
+// Why `bytes` cannot be the default stack size (below the minimum, above
+// the maximum), or nullptr if it can. Sizes are rounded up to whole pages.
+const char* stack_size_problem(std::size_t bytes);
+// Parses GORO_STACK_GUARD: auto (none), madvise, mprotect or canary.
+bool parse_stack_guard(const char* s, guard_kind* kind);
 
 // Chooses the guard mechanism and the default stack size from options and
-// the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once.
+// the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once, with a
+// requested_size that stack_size_problem accepts (or 0: the environment,
+// else 256 KiB); a malformed environment variable is a fatal error.
 void stackinit(std::size_t requested_size, int requested_guard);
+// The default stack size in bytes (whole pages, guard page included).
 std::size_t default_stack_size();
+// The guard mechanism new stacks get (before falling back to canaries once
+// the mprotect budget is spent), and the one a request for `requested` (a
+// goro::stack_guard value) would have chosen at stackinit: what the runtime
+// compares when options reach an already started runtime.
+guard_kind default_guard();
+guard_kind resolve_guard(int requested);
 const char* guard_name(guard_kind k);
 
 // Allocates a stack of `size` bytes (0: default) and constructs a dead G at
