@@ -63,11 +63,12 @@ struct go_options {
 };
 
 namespace detail {
-// The callable of a new goroutine lives at the top of its own stack, so a
-// spawn does no heap allocation. newproc_prepare reserves a G with a stack
-// and storage for `size` bytes aligned to `align`; newproc_commit makes it
-// runnable (into the current P's runnext, as Go's newproc does);
-// newproc_abort returns the G if constructing the callable threw.
+// The callable of a new goroutine lives in its G (48 bytes inline; larger
+// or over-aligned callables on the heap); the goroutine gets a stack when
+// it first runs. newproc_prepare reserves a G and storage for `size` bytes
+// aligned to `align`; newproc_commit makes it runnable (into the current
+// P's runnext, as Go's newproc does); newproc_abort returns the G if
+// constructing the callable threw.
 struct spawn_slot {
   void* g;
   void* storage;

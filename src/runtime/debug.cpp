@@ -2,6 +2,7 @@
 #include <goro/debug.hpp>
 
 #include "runtime/sched.hpp"
+#include "runtime/stack.hpp"
 
 namespace goro::debug {
 
@@ -14,6 +15,11 @@ std::vector<p_stats> per_p_stats() {
                    pp->nstolen.load(std::memory_order_relaxed)});
   }
   return out;
+}
+
+mem_stats read_mem_stats() {
+  rt::stack_counts c = rt::read_stack_counts();
+  return {c.stacks, c.stack_bytes, c.gs};
 }
 
 }  // namespace goro::debug

@@ -1,6 +1,9 @@
 // g.hpp: the goroutine (Go's g). Gs are allocated densely from slabs and
-// never freed; dead Gs keep their stack and are recycled through per-P and
-// global free lists (gfree.cpp).
+// never freed. A new G has no stack: it carries its callable and gets a
+// stack when it first runs (lazy stack binding, newproc.cpp). Dead Gs keep
+// their stack and are recycled through per-P and global free lists
+// (gfree.cpp), which double as the stack cache; the Gs left without a
+// stack when a stack moves to a new goroutine wait on the stackless lists.
 #pragma once
 
 #include <atomic>
@@ -82,9 +85,12 @@ struct G {
   // Nesting depth of goro::blocking regions (only the outermost one does
   // entersyscall/exitsyscall).
   std::uint32_t syscall_depth = 0;
-  // The goroutine's function (a closure at the top of its stack).
+  // The goroutine's function: entry(arg) runs and destroys the callable,
+  // which lives in fn_inline when it fits, else in fn_heap.
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;
+  void* fn_heap = nullptr;
+  std::size_t fn_heap_align = 0;
   eh_state eh;
   std::uint64_t parent_goid = 0;
   // goro::sleep's timer, created on first use (Go's gp.timer).
@@ -96,6 +102,10 @@ struct G {
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
   unsigned tsan_uses = 0;
+  // Inline storage for the callable: a lambda capturing up to six words or
+  // go(f, args...) with a few arguments; larger ones go to the heap.
+  static constexpr std::size_t fn_inline_size = 48;
+  alignas(16) unsigned char fn_inline[fn_inline_size];
 };
 
 // Intrusive FIFO of Gs (Go's gQueue).

@@ -59,3 +59,24 @@ void gfput_or_free(P* pp, G* gp) {
 }
 
 }  // namespace goro::rt
+
+namespace goro::rt {
+
+G* gfget_nostack(P* pp) {
+  if (pp == nullptr) return galloc();
+  if (pp->gnostack.empty()) gnostack_refill(&pp->gnostack, 32);
+  return pp->gnostack.pop();
+}
+
+void gfput_nostack(P* pp, G* gp) {
+  if (pp == nullptr) {
+    g_list one;
+    one.push(gp);
+    gnostack_spill(&one, 0);
+    return;
+  }
+  pp->gnostack.push(gp);
+  if (pp->gnostack.size >= 64) gnostack_spill(&pp->gnostack, 32);
+}
+
+}  // namespace goro::rt

@@ -17,6 +17,7 @@
 #include "runtime/context.hpp"
 #include "runtime/gfree.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/newproc.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/san.hpp"
@@ -45,6 +46,7 @@ void goexit0(void* arg) {
   dropg(mp, gp);
   gp->entry = nullptr;
   gp->arg = nullptr;
+  gfree_callable(gp);
   gp->preempt.store(false, std::memory_order_relaxed);
   gp->goexiting = false;
   gp->goexit_caught = false;

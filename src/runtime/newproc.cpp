@@ -1,6 +1,23 @@
-// newproc.cpp: creating goroutines (Go's newproc/newproc1) and goids.
+// newproc.cpp: creating goroutines (Go's newproc/newproc1), goids, and
+// lazy stack binding.
+//
+// A new goroutine is a G and its callable, nothing more: the callable is
+// constructed in the G (inline when it fits, else on the heap) and the G
+// is queued without a stack (sched_sp null). execute gives it a stack
+// just before it first runs (stack_bind): the dead G this P freed last,
+// whose stack is still warm in cache and TLB, hands its stack over and
+// becomes a stackless G itself. So a million queued goroutines cost a
+// million Gs and no stack pages, and a spawn-run-exit cycle reuses one hot
+// stack without taking a lock. Invariants:
+//  - sched_sp == nullptr exactly while a runnable G has never run; such a
+//    G has no stack (stk.lo == 0), unless it was spawned with its own
+//    stack size (go_options::stack_size), which is bound at spawn.
+//  - a dead G on a gfree list always has a stack; a G on a gnostack list
+//    never has one.
+#include "runtime/newproc.hpp"
+
 #include <goro/runtime.hpp>
-#include <stdexcept>
+#include <new>
 
 #include "runtime/context.hpp"
 #include "runtime/gfree.hpp"
@@ -17,8 +34,6 @@ namespace goro::rt {
 
 namespace {
 constexpr std::uint64_t goid_batch = 16;  // Go's _GoidCacheBatch
-// The callable may use at most this share of the stack.
-constexpr std::size_t max_closure_fraction = 4;
 }  // namespace
 
 std::uint64_t newgoid(P* pp) {
@@ -45,22 +60,22 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
   P* pp = mp ? mp->p : nullptr;
   G* gp = nullptr;
   if (stack_size == 0 || stack_size == default_stack_size()) {
-    gp = gfget(pp);
-    if (gp == nullptr) gp = malg(0);
+    gp = gfget_nostack(pp);  // the stack comes when it first runs
   } else {
-    gp = malg(stack_size);
+    gp = malg(stack_size);  // a size of its own: bound now
   }
-  san_reuse_stack(gp);
-  gp->stack_scavenged = false;
-  std::uintptr_t top = gp->stk.hi;
-  std::uintptr_t storage = (top - size) & ~(std::uintptr_t(align) - 1);
-  if (size > (gp->stk.hi - gp->stk.lo) / max_closure_fraction) {
-    gfput_or_free(pp, gp);
-    throw std::length_error(
-        "goro::go: the goroutine's callable and arguments are too large for "
-        "its stack");
+  void* storage = gp->fn_inline;
+  if (size > G::fn_inline_size || align > 16) {
+    try {
+      storage = ::operator new(size, std::align_val_t(align));
+    } catch (...) {
+      newproc_abort(spawn_slot{gp, nullptr});
+      throw;
+    }
+    gp->fn_heap = storage;
+    gp->fn_heap_align = align;
   }
-  return spawn_slot{gp, reinterpret_cast<void*>(storage)};
+  return spawn_slot{gp, storage};
 }
 
 void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
@@ -68,10 +83,12 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   G* gp = static_cast<G*>(slot.g);
   gp->entry = entry;
   gp->arg = slot.storage;
-  // The goroutine's frames start below its callable, 16-byte aligned.
-  std::uintptr_t top =
-      reinterpret_cast<std::uintptr_t>(slot.storage) & ~std::uintptr_t(15);
-  prepare_stack(gp, top);
+  if (gp->stk.lo != 0) {
+    san_reuse_stack(gp);
+    prepare_stack(gp, gp->stk.hi);
+  } else {
+    gp->sched_sp = nullptr;  // stack_bind gives it one when it first runs
+  }
   M* mp = getm();
   P* pp = mp ? mp->p : nullptr;
   G* parent = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
@@ -99,7 +116,38 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
 void newproc_abort(spawn_slot slot) noexcept {
   using namespace rt;
   M* mp = getm();
-  gfput_or_free(mp ? mp->p : nullptr, static_cast<G*>(slot.g));
+  P* pp = mp ? mp->p : nullptr;
+  G* gp = static_cast<G*>(slot.g);
+  gfree_callable(gp);
+  if (gp->stk.lo != 0)
+    gfput_or_free(pp, gp);
+  else
+    gfput_nostack(pp, gp);
 }
 
 }  // namespace goro::detail
+
+namespace goro::rt {
+
+void gfree_callable(G* gp) {
+  if (gp->fn_heap != nullptr) {
+    ::operator delete(gp->fn_heap, std::align_val_t(gp->fn_heap_align));
+    gp->fn_heap = nullptr;
+  }
+}
+
+void stack_bind(P* pp, G* gp) {
+  if (G* donor = gfget(pp)) {
+    // Take over the stack of the goroutine that died last on this P.
+    gp->stk = donor->stk;
+    gp->stack_scavenged = false;
+    donor->stk = stack{};
+    gfput_nostack(pp, donor);
+  } else {
+    gp->stk = stackalloc();
+  }
+  san_reuse_stack(gp);
+  prepare_stack(gp, gp->stk.hi);
+}
+
+}  // namespace goro::rt

@@ -53,8 +53,11 @@ struct P {
   // the owner works on runnext and the ring.
   alignas(64) timers tm;
 
-  // Dead Gs (with stacks) for reuse.
+  // Dead Gs with stacks, reused last-in first-out: the per-P stack cache
+  // (a new goroutine takes the stack that was freed last, still warm).
   alignas(64) g_list gfree;
+  // Gs without a stack, for new goroutines (Go's gFree.noStack, per P).
+  g_list gnostack;
   // goids handed out in batches of 16 (Go's goidcache).
   std::uint64_t goidcache = 0;
   std::uint64_t goidcacheend = 0;

@@ -5,6 +5,7 @@
 #include "runtime/context.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/newproc.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
@@ -28,6 +29,8 @@ void execute(G* gp, bool inherit_time) {
                         std::memory_order_relaxed);
   owner_add(pp->nrun, 1);
   lockrank_assert_none("execute");
+  // A goroutine that has never run gets its stack now (lazy binding).
+  if (gp->sched_sp == nullptr) stack_bind(pp, gp);
   eh_restore(mp, gp);
   san_leave_g0(mp, gp);
   goro_gogo(gp->sched_sp);

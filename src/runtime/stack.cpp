@@ -127,18 +127,23 @@ void install_guard(stack& s) {
 }
 
 // Gs are allocated densely from slabs (never freed, like Go's allgs) so
-// that walking run queues and free lists touches few pages; only the
-// goroutine's closure and frames live on its own stack page.
+// that walking run queues and free lists touches few pages; a G carries
+// its goroutine's callable, and only the goroutine's frames live on its
+// stack, which it gets when it first runs (stack_bind in newproc.cpp).
 [[noreturn]] void out_of_memory(std::size_t size);
+
+// goro::debug::read_mem_stats: stacks handed out and not unmapped, their
+// bytes, Gs allocated. Relaxed counters: statistics only.
+std::atomic<std::uint64_t> nstacks{0};
+std::atomic<std::uint64_t> nstack_bytes{0};
+std::atomic<std::uint64_t> ngs{0};
 
 mutex gslab_lock{lock_rank::gslab};
 char* gslab_next = nullptr;
 std::size_t gslab_left = 0;
 g_list gnostack;  // Gs whose stack was freed (Go's gFree.noStack)
 
-G* galloc() {
-  lock_guard lk(gslab_lock);
-  if (G* gp = gnostack.pop()) return gp;
+G* gnew() {
   constexpr std::size_t gsize = (sizeof(G) + 63) & ~std::size_t(63);
   if (gslab_left < gsize) {
     constexpr std::size_t slab = 256 * 1024;
@@ -148,33 +153,33 @@ G* galloc() {
     gslab_next = static_cast<char*>(p);
     gslab_left = slab;
 #ifdef GORO_HAVE_ASAN
-    // Gs point to heap objects (sleep timers); LeakSanitizer does not scan
-    // mmap'd memory unless told to.
+    // Gs point to heap objects (sleep timers, large callables);
+    // LeakSanitizer does not scan mmap'd memory unless told to.
     __lsan_register_root_region(p, slab);
 #endif
   }
   G* gp = ::new (gslab_next) G;
+  ngs.fetch_add(1, std::memory_order_relaxed);
   gslab_next += gsize;
   gslab_left -= gsize;
   allgadd(gp);
   return gp;
 }
 
-G* place_g(char* base, std::size_t size, bool chunked, bool guarded) {
-  G* gp = galloc();
-  gp->stk.map_base = base;
-  gp->stk.map_size = size;
-  gp->stk.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
-  gp->stk.hi = reinterpret_cast<std::uintptr_t>(base + size);
-  gp->stk.chunked = chunked;
+stack make_stack(char* base, std::size_t size, bool chunked, bool guarded) {
+  nstacks.fetch_add(1, std::memory_order_relaxed);
+  nstack_bytes.fetch_add(size, std::memory_order_relaxed);
+  stack s;
+  s.map_base = base;
+  s.map_size = size;
+  s.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
+  s.hi = reinterpret_cast<std::uintptr_t>(base + size);
+  s.chunked = chunked;
   if (guarded)
-    gp->stk.guard = guard_kind::madvise;
+    s.guard = guard_kind::madvise;
   else
-    install_guard(gp->stk);
-#ifdef GORO_HAVE_TSAN
-  if (gp->tsan_fiber == nullptr) gp->tsan_fiber = __tsan_create_fiber(0);
-#endif
-  return gp;
+    install_guard(s);
+  return s;
 }
 
 [[noreturn]] void out_of_memory(std::size_t size) {
@@ -300,44 +305,82 @@ guard_kind default_guard() { return guard_mode; }
 
 std::size_t default_stack_size() { return stack_bytes; }
 
-G* malg(std::size_t size) {
-  if (size == 0 || round_up(size, page_size) == stack_bytes) {
-    char* base;
-    bool guarded;
-    {
-      lock_guard lk(chunk_lock);
-      if (chunk_left == 0) {
-        std::size_t bytes = stack_bytes * chunk_stacks;
-        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) out_of_memory(bytes);
-        chunk_next = static_cast<char*>(p);
-        chunk_left = chunk_stacks;
-        chunk_guarded = install_chunk_guards(chunk_next);
-      }
-      base = chunk_next;
-      guarded = chunk_guarded;
-      chunk_next += stack_bytes;
-      chunk_left--;
-    }
-    return place_g(base, stack_bytes, true, guarded);
+G* galloc() {
+  lock_guard lk(gslab_lock);
+  if (G* gp = gnostack.pop()) return gp;
+  return gnew();
+}
+
+void gnostack_refill(g_list* dst, std::int32_t n) {
+  lock_guard lk(gslab_lock);
+  while (dst->size < n) {
+    G* gp = gnostack.pop();
+    if (gp == nullptr) gp = gnew();
+    dst->push(gp);
   }
+}
+
+void gnostack_spill(g_list* src, std::int32_t keep) {
+  lock_guard lk(gslab_lock);
+  while (src->size > keep) gnostack.push(src->pop());
+}
+
+stack stackalloc() {
+  char* base;
+  bool guarded;
+  {
+    lock_guard lk(chunk_lock);
+    if (chunk_left == 0) {
+      std::size_t bytes = stack_bytes * chunk_stacks;
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p == MAP_FAILED) out_of_memory(bytes);
+      chunk_next = static_cast<char*>(p);
+      chunk_left = chunk_stacks;
+      chunk_guarded = install_chunk_guards(chunk_next);
+    }
+    base = chunk_next;
+    guarded = chunk_guarded;
+    chunk_next += stack_bytes;
+    chunk_left--;
+  }
+  return make_stack(base, stack_bytes, true, guarded);
+}
+
+G* malg(std::size_t size) {
+  if (size == 0) size = stack_bytes;
   if (size < min_stack_size) size = min_stack_size;
   if (size > SIZE_MAX - page_size) out_of_memory(size);
   size = round_up(size, page_size);
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) out_of_memory(size);
-  return place_g(static_cast<char*>(p), size, false, false);
+  stack s;
+  if (size == stack_bytes) {
+    s = stackalloc();
+  } else {
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) out_of_memory(size);
+    s = make_stack(static_cast<char*>(p), size, false, false);
+  }
+  G* gp = galloc();
+  gp->stk = s;
+  return gp;
 }
 
 void stackfree(G* gp) {
   if (gp->stk.guard == guard_kind::mprotect)
     mprotect_budget.fetch_add(1, std::memory_order_relaxed);
   munmap(gp->stk.map_base, gp->stk.map_size);
+  nstacks.fetch_sub(1, std::memory_order_relaxed);
+  nstack_bytes.fetch_sub(gp->stk.map_size, std::memory_order_relaxed);
   gp->stk = stack{};
   lock_guard lk(gslab_lock);
   gnostack.push(gp);
+}
+
+stack_counts read_stack_counts() {
+  return {nstacks.load(std::memory_order_relaxed),
+          nstack_bytes.load(std::memory_order_relaxed),
+          ngs.load(std::memory_order_relaxed)};
 }
 
 void stack_check_canary(G* gp) {

@@ -6,8 +6,9 @@
 // preference, by madvise(MADV_GUARD_INSTALL) (Linux 6.13+: no VMA split),
 // mprotect(PROT_NONE) within a budget of memory mappings (each one splits a
 // VMA and vm.max_map_count is finite), or canary words checked at every
-// switch. The goroutine's closure and first frames sit at the top of the
-// mapping, so a new goroutine touches one page.
+// switch. A goroutine gets its stack when it first runs and its first
+// frames sit at the top of the mapping, so a goroutine touches one stack
+// page unless it goes deeper.
 //
 // stack.cpp: the default size and guard (GORO_STACK_SIZE, GORO_STACK_GUARD),
 // the G slab allocator, stack mappings and guards. mgcscavenge.cpp returns
@@ -35,6 +36,7 @@ struct stack {
 };
 
 struct G;
+struct g_list;
 
 constexpr std::size_t page_size = 4096;
 constexpr std::size_t guard_size = page_size;
@@ -70,8 +72,16 @@ guard_kind default_guard();
 guard_kind resolve_guard(int requested);
 const char* guard_name(guard_kind k);
 
-// Allocates a stack of `size` bytes (0: default) and constructs a dead G at
-// its top. Returns the G; its stk describes the usable range below it.
+// A G without a stack: from the global list of stackless Gs, else new
+// from the slab (registered in allgs).
+G* galloc();
+// Moves stackless Gs between a P's list and the global one (gslab lock,
+// once per batch): refill `dst` up to n Gs, or spill `src` down to `keep`.
+void gnostack_refill(g_list* dst, std::int32_t n);
+void gnostack_spill(g_list* src, std::int32_t keep);
+// A fresh stack of the default size, carved from a chunk, guard installed.
+stack stackalloc();
+// A G with a fresh stack of `size` bytes (0: the default size).
 G* malg(std::size_t size);
 // Releases the stack of a G that will not be reused (the G dies with it).
 void stackfree(G* gp);
@@ -79,6 +89,13 @@ void stackfree(G* gp);
 // the OS (sysmon calls it; mgcscavenge.cpp). Returns the number of stacks
 // released.
 std::size_t scavenge_stacks(std::size_t max);
+// Stacks reserved now (and their bytes) and Gs ever allocated.
+struct stack_counts {
+  std::uint64_t stacks = 0;
+  std::uint64_t stack_bytes = 0;
+  std::uint64_t gs = 0;
+};
+stack_counts read_stack_counts();
 // Checks the canary of a canary-guarded stack; fatal on overflow.
 void stack_check_canary(G* gp);
 

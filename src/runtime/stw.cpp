@@ -58,6 +58,7 @@ void pdestroy(P* pp, P* dst) {
     while (G* gp = pp->gfree.pop()) sched.gfree.list.push(gp);
     sched.gfree.publish();
   }
+  gnostack_spill(&pp->gnostack, 0);
   pp->status.store(p_dead, std::memory_order_relaxed);
 }
 
