@@ -1,15 +1,26 @@
 # goro — convenience front end over CMake presets (see CMakePresets.json).
 #
 #   make demo            build (Release) and run the tour: examples/demo.cpp
-#   make test            deps check, build, ctest, then an out-of-tree consumer
-#                        against a staging install (build/default/stage)
+#   make build           deps check and Release build (preset default)
+#   make test            deps check, Release build, ctest (the unit tests and
+#                        doc_snippets_gcc/_clang, which compile and run the
+#                        examples of README.md, docs/ and include/goro), then
+#                        scripts/consumer.sh: installs into a temporary prefix
+#                        (mktemp) and builds tests/consumer against it with
+#                        find_package (shared, static) and pkg-config (goro,
+#                        goro-static), running each binary with
+#                        LD_LIBRARY_PATH unset
+#   make consumer        only that install + consumer step (after make test)
 #   make bench           build and run the side-by-side benchmarks against Go
 #                        (bench/run.sh; BENCH_ARGS="--goro-only" etc.)
-#   make asan | tsan | clang | debug | o3    build + test that preset
-#   make format | format-check
+#   make asan | tsan | clang | debug | o3 | clang-o3
+#                        build + test that preset (asan: ASan+UBSan; debug:
+#                        assertions on, lock-rank checks)
+#   make format | format-check    clang-format 14
 #   make install PREFIX=/usr/local
 #   make clean
 #
+# CI (.ci/run) runs make test, make asan, make tsan and make debug.
 # JOBS=N sets the build/test parallelism (default 2).
 
 SHELL := /bin/bash

@@ -1,9 +1,10 @@
 // chan.hpp: Go's channels. goro::chan<T> is a reference to a channel:
 // copies share it, a default-constructed chan is nil.
 //
-//   auto ch = goro::make_chan<int>(10);   // buffered, capacity 10
+// Example (snippet: goroutine):
+//   auto ch = goro::make_chan<int>(10);  // buffered, capacity 10
 //   goro::go([ch] { ch.send(42); ch.close(); });
-//   for (int v : ch) use(v);               // receives until closed
+//   for (int v : ch) std::printf("%d\n", v);  // receives until closed
 //
 // Send on a closed channel and close of a nil or closed channel throw
 // goro::channel_error (Go panics). Receiving from a closed, drained channel
@@ -13,7 +14,12 @@
 //
 // T may be any movable type, move-only types included; its move (or copy)
 // constructor must not throw. chan<void> carries no payload (Go's
-// chan struct{}): send(), recv() -> bool, try_recv() -> bool.
+// chan struct{}): send(), try_send(), recv() -> bool, try_recv() -> bool and
+// range-for, one iteration per signal (snippet: goroutine):
+//   auto quit = goro::make_chan<void>(1);
+//   quit.send();
+//   quit.close();
+//   for (auto _ : quit) std::puts("signal");  // once, then closed and drained
 //
 // make_chan<T>(cap) throws std::length_error("makechan: size out of range")
 // (Go panics) when the buffer would exceed detail::max_chan_bytes (2^40

@@ -2,19 +2,30 @@
 // signal, an optional deadline and request-scoped values down a tree of
 // calls and goroutines.
 //
+// Example (snippet: goroutine):
+//   auto jobs = goro::make_chan<int>();
 //   auto [ctx, cancel] = goro::with_timeout(goro::background(), 100ms);
-//   goro::go([ctx] {
-//     std::optional<job> j;
+//   goro::wait_group wg;
+//   wg.add(1);
+//   // Capture a copy (c = ctx), not the structured binding itself: C++20
+//   // allows that, but clang++ 14 (before 16) rejects it.
+//   goro::go([c = ctx, jobs, &wg] {
+//     std::optional<int> j;
 //     for (;;) {
-//       switch (goro::select(goro::case_recv(ctx.done()),
+//       switch (goro::select(goro::case_recv(c.done()),
 //                            goro::case_recv(jobs, j))) {
-//         case 0: return;          // cancelled or timed out: ctx.err() says
-//         which case 1: run(*j); break;
+//         case 0:  // cancelled or timed out: c.err() says which
+//           wg.done();
+//           return;
+//         case 1:
+//           crunch(*j);
+//           break;
 //       }
 //     }
 //   });
-//   ...
-//   cancel();                      // always call it (Go's `defer cancel()`)
+//   jobs.send(1);
+//   cancel();  // always call it (Go's `defer cancel()`)
+//   wg.wait();
 //
 // goro::context is a cheap handle (one shared_ptr) to an immutable node;
 // copies refer to the same context. Derived contexts form a tree:
@@ -38,14 +49,18 @@
 // whose cancel_func is never called stays registered until the parent is
 // cancelled or destroyed, or its timer fires (Go's "lostcancel").
 //
-// Errors are std::error_code values of goro::context_category():
-//   if (auto e = ctx.err()) ...                   // Go: if err := ctx.Err();
-//   err != nil e == goro::context_errc::canceled             // Go:
-//   errors.Is(err, context.Canceled) e == goro::context_errc::deadline_exceeded
-//   // Go: context.DeadlineExceeded e.message() // "context canceled", "context
-//   deadline exceeded"
-// They also compare equal to the portable conditions
-// std::errc::operation_canceled and std::errc::timed_out.
+// Errors are std::error_code values of goro::context_category(). They
+// compare equal to goro::context_errc::canceled (Go's context.Canceled) or
+// goro::context_errc::deadline_exceeded (context.DeadlineExceeded), and to
+// the portable conditions std::errc::operation_canceled and
+// std::errc::timed_out; message() is Go's text (snippet: goroutine):
+//   auto [ctx, cancel] = goro::with_cancel(goro::background());
+//   cancel();
+//   if (std::error_code e = ctx.err()) {  // Go: if err := ctx.Err(); ...
+//     if (e == goro::context_errc::canceled &&
+//         e == std::errc::operation_canceled)
+//       std::printf("%s\n", e.message().c_str());  // "context canceled"
+//   }
 //
 // Everything is safe to use from any number of goroutines and plain threads
 // at once; a plain thread blocked in ctx.done().recv() sleeps until the
@@ -113,11 +128,15 @@ std::int64_t context_live_states() noexcept;
 // A key for with_value / context::value, typed by the value it selects.
 // Keys are compared by identity (address), like Go's unexported key types,
 // so two key objects never collide even with equal names; define each key
-// once, typically as a namespace-scope variable:
-//
+// once, typically as a namespace-scope variable (snippet: decls):
 //   inline constexpr goro::context_key<std::string> request_id{"request_id"};
-//   ctx = goro::with_value(ctx, request_id, "r-17");
-//   std::optional<std::string> id = ctx.value(request_id);
+//   goro::context tagged(const goro::context& ctx) {
+//     return goro::with_value(ctx, request_id, "r-17");
+//   }
+//   std::string id_of(const goro::context& ctx) {
+//     std::optional<std::string> id = ctx.value(request_id);
+//     return id ? *id : "none";
+//   }
 //
 // The name is only used by to_string(context).
 template <class T>

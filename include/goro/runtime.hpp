@@ -191,7 +191,10 @@ void unlock_os_thread();
 // entry/exit). The goroutine's P stays reserved for it; if the call takes
 // long (sysmon looks every 20 us-10 ms) and there is other work, the P is
 // handed to another thread so other goroutines keep running. long_call:
-// hand the P off at once (for calls known to block).
+// hand the P off at once (for calls known to block). errno as the call left
+// it is what the goroutine reads after the region, even if it continues on
+// another thread. Parking inside a region (a channel operation, sleep) is
+// allowed but defeats its purpose. No-ops on a plain thread.
 class blocking_scope {
  public:
   explicit blocking_scope(bool long_call = false);
@@ -203,8 +206,10 @@ class blocking_scope {
   bool active_;
 };
 
-// Runs fn() as a blocking call: goro::blocking([&] { return ::read(fd, b, n);
-// })
+// Runs fn() as a blocking call and returns its result (snippet: goroutine):
+//   char buf[64];
+//   ssize_t r = goro::blocking([&] { return ::read(0, buf, sizeof buf); });
+//   if (r < 0) std::perror("read");
 template <class F>
 decltype(auto) blocking(F&& fn) {
   blocking_scope scope;

@@ -1,5 +1,8 @@
 // select.hpp: Go's select statement.
 //
+// Example (snippet: goroutine):
+//   auto in = goro::make_chan<int>(1);
+//   auto out = goro::make_chan<int>(1);
 //   std::optional<int> v;
 //   switch (goro::select(goro::case_recv(in, v),
 //                        goro::case_send(out, 7),
@@ -13,9 +16,14 @@
 // ready cases it chooses uniformly at random; with case_default it never
 // blocks, and it never takes the default while some case is ready. Nil
 // channels are never ready; select() with no cases blocks forever. Each
-// case also takes an optional callback run when it is chosen:
-//   goro::case_recv(ch, [](std::optional<int> v) { ... })
-//   goro::case_send(ch, value, [] { ... })
+// case also takes an optional callback, run when the case is chosen, after
+// every channel lock is released (snippet: goroutine):
+//   auto ch = goro::make_chan<int>(1);
+//   goro::select(goro::case_send(ch, 7, [] { std::puts("sent 7"); }));
+//   goro::select(goro::case_recv(ch, [](std::optional<int> v) {
+//     std::printf("received %d\n", v.value_or(-1));  // nullopt: closed
+//   }));
+//
 // case_recv accepts a chan<T> or a receive-only recv_chan<T> (such as
 // goro::after(d) or a timer's c).
 //
@@ -25,10 +33,12 @@
 // before the select starts, but C++ leaves the order among the arguments
 // unspecified (g++ and clang++ differ). If the expressions have side
 // effects that depend on each other (goro::after(d) calls, counters,
-// functions that produce the channel), evaluate them into variables first:
+// functions that produce the channel), evaluate them into variables first
+// (snippet: goroutine):
 //   auto t = goro::after(1s);
-//   auto out = next_output();
-//   goro::select(goro::case_recv(t), goro::case_send(out, make_value()));
+//   auto out = pick_output();
+//   int v = next_value();
+//   goro::select(goro::case_recv(t), goro::case_send(out, v));
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,18 @@
 // The channels are receive-only (recv_chan<time_point>, Go's
 // <-chan Time): the runtime is their only sender, so user code cannot
 // close them or send on them.
+//
+// Example (snippet: goroutine):
+//   auto results = goro::make_chan<int>(1);
+//   goro::go([results] { goro::sleep(1ms); results.send(42); });
+//   std::optional<int> r;
+//   if (goro::select(goro::case_recv(results, r),
+//                    goro::case_recv(goro::after(1s))) == 0)
+//     std::printf("result %d\n", *r);  // else: timed out
+//   goro::ticker tick(2ms);
+//   for (int i = 0; i < 3; i++) tick.c.recv();  // three ticks
+//   goro::timer t(1h);
+//   if (t.stop()) std::puts("stopped before it fired");
 #pragma once
 
 #include <chrono>
