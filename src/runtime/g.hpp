@@ -102,7 +102,7 @@ struct G {
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
   unsigned tsan_uses = 0;
-  // Inline storage for the callable: a lambda capturing up to six words or
+  // Inline storage for the callable: a lambda capturing up to five words or
   // go(f, args...) with a few arguments; larger ones go to the heap.
   static constexpr std::size_t fn_inline_size = 48;
   alignas(16) unsigned char fn_inline[fn_inline_size];
