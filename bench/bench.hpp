@@ -57,6 +57,11 @@ std::uint64_t leaf_work(std::uint64_t iters, std::uint64_t seed);
 // Resident set size of this process in bytes (/proc/self/statm).
 std::uint64_t rss_bytes();
 
+// Prints RESULT <workload>.peak_rss (VmHWM, KiB), <workload>.page_tables
+// (VmPTE at the end, KiB) and <workload>.minflt (minor page faults of the
+// whole run); bench_main calls it after every workload.
+void report_memory(std::string_view workload);
+
 // Busy-waits for `d` (with cooperative preemption points), like Go's doWork.
 void spin_for(std::chrono::nanoseconds d);
 

@@ -1,5 +1,6 @@
 // bench_main.cpp: command line, registry and helpers of goro_bench.
 // See bench.hpp for the output protocol.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -58,6 +59,27 @@ std::uint64_t rss_bytes() {
   std::fclose(f);
   if (n != 2) return 0;
   return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+void report_memory(std::string_view workload) {
+  // VmHWM (peak RSS) and VmPTE (page tables, not part of RSS) from
+  // /proc/self/status, read at the end of the workload; minor faults from
+  // getrusage. The Go twin prints the same three (bench/go/main.go).
+  unsigned long long hwm = 0, pte = 0;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      std::sscanf(line, "VmHWM: %llu kB", &hwm);
+      std::sscanf(line, "VmPTE: %llu kB", &pte);
+    }
+    std::fclose(f);
+  }
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  std::string w(workload);
+  result(w + ".peak_rss", double(hwm), "KiB");
+  result(w + ".page_tables", double(pte), "KiB");
+  result(w + ".minflt", double(ru.ru_minflt), "faults");
 }
 
 void spin_for(std::chrono::nanoseconds d) {
@@ -131,6 +153,7 @@ int main(int argc, char** argv) {
     std::printf("# runtime=goro workload=%s gomaxprocs=%d num_cpu=%d\n",
                 wl->name, goro::gomaxprocs(), goro::num_cpu());
     wl->fn();
+    gorobench::report_memory(wl->name);
     return 0;
   });
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <goro/chan.hpp>
 #include <goro/runtime.hpp>
 #include <goro/wait_group.hpp>
 #include <string>
@@ -160,4 +161,61 @@ GOROBENCH_WORKLOAD(uneven_work,
   const double ms = ns_since(t0) / 1e6;
   gorobench::check("uneven_work", sum.load());
   gorobench::result("uneven_work", ms, "ms");
+}
+
+// Go's test/chan/goroutines.go: 100k goroutines in a chain, each receiving
+// from its left channel and sending the value plus one to its right one
+// (unbuffered). chain_create: spawning all of them (each parks on its
+// receive); chain_drain: one value passed down all of them.
+GOROBENCH_WORKLOAD(chain,
+                   "100k goroutines chained by unbuffered channels; creation "
+                   "and drain, ms",
+                   "chain_create chain_drain") {
+  constexpr int n = 100'000;
+  auto leftmost = goro::make_chan<int>();
+  auto left = leftmost;
+  auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    auto right = goro::make_chan<int>();
+    goro::go([left, right] { right.send(*left.recv() + 1); });
+    left = right;
+  }
+  const double create_ns = ns_since(t0);
+  auto t1 = clock::now();
+  leftmost.send(0);
+  const int v = *left.recv();
+  const double drain_ns = ns_since(t1);
+  gorobench::check("chain", static_cast<std::uint64_t>(v));
+  gorobench::result("chain_create", create_ns / 1e6, "ms");
+  gorobench::result("chain_drain", drain_ns / 1e6, "ms");
+}
+
+// 1M goroutines parked at once on one channel, released by close.
+// mass_create: until all of them have started (each counts itself just
+// before its receive); mass_release: from close until all have finished.
+GOROBENCH_WORKLOAD(mass_release,
+                   "1M goroutines parked on one channel, released by close; ms",
+                   "mass_create mass_release") {
+  constexpr int n = 1'000'000;
+  auto gate = goro::make_chan<void>();
+  goro::wait_group arrived, finished;
+  arrived.add(n);
+  finished.add(n);
+  auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    goro::go([&arrived, &finished, gate] {
+      arrived.done();
+      gate.recv();
+      finished.done();
+    });
+  }
+  arrived.wait();
+  const double create_ns = ns_since(t0);
+  auto t1 = clock::now();
+  gate.close();
+  finished.wait();
+  const double release_ns = ns_since(t1);
+  gorobench::check("mass_release", static_cast<std::uint64_t>(n));
+  gorobench::result("mass_create", create_ns / 1e6, "ms");
+  gorobench::result("mass_release", release_ns / 1e6, "ms");
 }

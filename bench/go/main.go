@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -153,4 +154,27 @@ func main() {
 	fmt.Printf("# runtime=go workload=%s gomaxprocs=%d num_cpu=%d version=%s\n",
 		w.name, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
 	w.fn()
+	reportMemory(w.name)
+}
+
+// reportMemory prints the same three lines as gorobench::report_memory:
+// peak RSS (VmHWM), page tables (VmPTE) at the end, minor page faults.
+func reportMemory(name string) {
+	var hwm, pte float64
+	if data, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			var v float64
+			if n, _ := fmt.Sscanf(line, "VmHWM: %f kB", &v); n == 1 {
+				hwm = v
+			}
+			if n, _ := fmt.Sscanf(line, "VmPTE: %f kB", &v); n == 1 {
+				pte = v
+			}
+		}
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	result(name+".peak_rss", hwm, "KiB")
+	result(name+".page_tables", pte, "KiB")
+	result(name+".minflt", float64(ru.Minflt), "faults")
 }

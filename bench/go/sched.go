@@ -15,6 +15,10 @@ func init() {
 	register("parked", "1M goroutines parked on a WaitGroup; RSS/goroutine and creation time",
 		[]string{"parked_rss", "parked_create"}, parked)
 	register("uneven_work", "2 uneven batches (100, 150) of CPU-bound goroutines; ms", nil, unevenWork)
+	register("chain", "100k goroutines chained by unbuffered channels; creation and drain, ms",
+		[]string{"chain_create", "chain_drain"}, chain)
+	register("mass_release", "1M goroutines parked on one channel, released by close; ms",
+		[]string{"mass_create", "mass_release"}, massRelease)
 }
 
 // Go's BenchmarkCreateGoroutinesSingle.
@@ -123,4 +127,51 @@ func unevenWork() {
 	ms := float64(time.Since(t0).Nanoseconds()) / 1e6
 	check("uneven_work", atomic.LoadUint64(&sum))
 	result("uneven_work", ms, "ms")
+}
+
+// Go's test/chan/goroutines.go, timed in two parts (see sched_bench.cpp).
+func chain() {
+	const n = 100000
+	leftmost := make(chan int)
+	left := leftmost
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		right := make(chan int)
+		go func(left, right chan int) { right <- 1 + <-left }(left, right)
+		left = right
+	}
+	create := time.Since(t0)
+	t1 := time.Now()
+	leftmost <- 0
+	v := <-left
+	drain := time.Since(t1)
+	check("chain", uint64(v))
+	result("chain_create", float64(create.Nanoseconds())/1e6, "ms")
+	result("chain_drain", float64(drain.Nanoseconds())/1e6, "ms")
+}
+
+// 1M goroutines parked on one channel, released by close.
+func massRelease() {
+	const n = 1000000
+	gate := make(chan struct{})
+	var arrived, finished sync.WaitGroup
+	arrived.Add(n)
+	finished.Add(n)
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		go func() {
+			arrived.Done()
+			<-gate
+			finished.Done()
+		}()
+	}
+	arrived.Wait()
+	create := time.Since(t0)
+	t1 := time.Now()
+	close(gate)
+	finished.Wait()
+	release := time.Since(t1)
+	check("mass_release", n)
+	result("mass_create", float64(create.Nanoseconds())/1e6, "ms")
+	result("mass_release", float64(release.Nanoseconds())/1e6, "ms")
 }
