@@ -29,11 +29,17 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
 #include <thread>
+
+// White-box: waiters queued on a channel, and the M counts checkdead uses.
+#include "chan/hchan.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/sched.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define GORO_DL_TSAN 1
@@ -92,6 +98,44 @@ class DeadlockDeathTest : public ::testing::Test {
 void block_forever() {
   auto c = goro::make_chan<int>();
   c.recv();
+}
+
+// The no-false-positive children let a plain thread act (send, release a
+// condition variable, start a second run) only once the runtime has been
+// seen in the state where a wrong verdict would come: instead of sleeping
+// and hoping it got there, they observe it. checkdead runs each time an M
+// goes idle, under sched.lock, in the same critical section that counts it
+// idle; so once no M is seen running, a false report would already have
+// ended the child (exit 2) before the plain thread goes on.
+
+// Receivers queued on ch right now (read under the channel lock).
+std::size_t receivers_queued(const goro::chan<int>& ch) {
+  goro::detail::hchan* c = ch.raw();
+  c->lock.lock();
+  std::size_t n = 0;
+  for (goro::rt::sudog* sg = c->recvq.head(); sg != nullptr; sg = sg->next) n++;
+  c->lock.unlock();
+  return n;
+}
+
+// No M is running: all idle, idle while locked, or system threads (sysmon):
+// checkdead's `run == 0`.
+bool no_m_running() {
+  using goro::rt::sched;
+  goro::rt::lock_guard lk(sched.lock);
+  return goro::rt::mcount() - sched.nmidle - sched.nmidlelocked - sched.nmsys ==
+         0;
+}
+
+// Polls pred every 100 us until it holds or 10 s pass; returns pred().
+template <class Pred>
+bool await_state(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return pred();
+    std::this_thread::sleep_for(100us);  // poll interval, not a wait for it
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -379,18 +423,25 @@ TEST_F(DeadlockDeathTest, NoFalsePositiveWaitingForBlockedCall) {
 }
 
 // A plain thread that will send later exists: no deadlock. The thread
-// starts before the runtime and has not used it yet when main blocks.
+// starts before the runtime and has not used it yet when main blocks; it
+// sends only after seeing main blocked on c and every M idle.
 TEST_F(DeadlockDeathTest, NoFalsePositiveWaitingForPlainThread) {
   EXPECT_EXIT(
       {
         auto c = goro::make_chan<int>();
-        std::thread th([c] {
-          std::this_thread::sleep_for(50ms);
+        bool seen = false;
+        std::thread th([c, &seen] {
+          seen = await_state(
+              [&] { return receivers_queued(c) == 1 && no_m_running(); });
           c.send(5);
         });
         int r = goro::run([c] { return c.recv().value_or(0); });
         th.join();
-        child_exit(r == 5, "run() returned " + std::to_string(r));
+        child_exit(r == 5 && seen,
+                   "run() returned " + std::to_string(r) +
+                       (seen ? ""
+                             : "; main never seen blocked with no M "
+                               "running"));
       },
       ExitedWithCode(0), "");
 }
@@ -409,8 +460,10 @@ TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadBlockedOutsideRuntime) {
           cv.wait(lk, [&] { return go_on; });
           c.send(6);
         });
+        bool seen = false;
         std::thread releaser([&] {
-          std::this_thread::sleep_for(50ms);
+          seen = await_state(
+              [&] { return receivers_queued(c) == 1 && no_m_running(); });
           {
             std::lock_guard<std::mutex> lk(mu);
             go_on = true;
@@ -420,27 +473,34 @@ TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadBlockedOutsideRuntime) {
         int r = goro::run([c] { return c.recv().value_or(0); });
         th.join();
         releaser.join();
-        child_exit(r == 6, "run() returned " + std::to_string(r));
+        child_exit(r == 6 && seen,
+                   "run() returned " + std::to_string(r) +
+                       (seen ? ""
+                             : "; main never seen blocked with no M "
+                               "running"));
       },
       ExitedWithCode(0), "");
 }
 
 // Detection is armed only while a goro::run is in progress: goroutines
-// left blocked after run() returned are not a deadlock.
+// left blocked after run() returned are not a deadlock, also once every M
+// has gone idle (observed) with them still blocked.
 TEST_F(DeadlockDeathTest, NoFalsePositiveAfterRunReturns) {
   EXPECT_EXIT(
       {
         goro::run([] {
           for (int i = 0; i < 10; i++) goro::go([] { block_forever(); });
         });
-        std::this_thread::sleep_for(50ms);
+        const bool idle1 = await_state(no_m_running);
         // A second run works and is not killed either.
         int r = goro::run([] {
           goro::sleep(10ms);
           return 8;
         });
-        std::this_thread::sleep_for(20ms);
-        child_exit(r == 8, "second run() returned " + std::to_string(r));
+        const bool idle2 = await_state(no_m_running);
+        child_exit(r == 8 && idle1 && idle2,
+                   "second run() returned " + std::to_string(r) +
+                       (idle1 && idle2 ? "" : "; the Ms never all went idle"));
       },
       ExitedWithCode(0), "");
 }

@@ -280,15 +280,18 @@ TEST(LockOSThread, YieldLocked) {
 // with that many Ps.
 void yield_locked_progress(int procs) {
   std::atomic<bool> gave_up{false};
+  std::atomic<int> polls{0};
   goro::run([&] {
     procs_guard guard(procs > 0 ? procs : goro::gomaxprocs());
     auto c = goro::make_chan<bool>();
     auto cack = goro::make_chan<bool>();
+    auto looping = goro::make_chan<void>();
     goro::go([&] {
       goro::lock_os_thread();
       deadline limit(10s);
       for (;;) {
         if (goro::select(goro::case_recv(c), goro::case_default()) == 0) break;
+        if (polls.fetch_add(1) == 0) looping.close();
         goro::gosched();
         if (limit.passed()) {
           gave_up.store(true);
@@ -299,13 +302,15 @@ void yield_locked_progress(int procs) {
       goro::unlock_os_thread();
       cack.send(true);
     });
-    // As Go's test: let the locked goroutine start looping first (the send
-    // below must get through either way; this only makes the loop run).
-    goro::sleep(10ms);
+    // Go's test sleeps 10 ms here so that the locked goroutine is looping
+    // when main sends; waiting for its first empty poll makes sure of it.
+    looping.recv();
     c.send(true);
     cack.recv();
   });
-  EXPECT_FALSE(gave_up.load());
+  EXPECT_GT(polls.load(), 0) << "the locked goroutine never polled";
+  EXPECT_FALSE(gave_up.load())
+      << "main's send never got through to the yielding locked goroutine";
 }
 
 TEST(LockOSThread, YieldLockedProgress) { yield_locked_progress(0); }
@@ -353,26 +358,41 @@ TEST(LockOSThread, ExitWhileNestedLockedEndsThread) {
 }
 
 // A goroutine that unlocked before exiting leaves its thread to the
-// runtime (it is reused, not ended).
+// runtime: the thread is reused, not ended. Observed, not waited for: just
+// before it returns, the goroutine spawns a child into its P's runnext, so
+// the thread that ran the exit normally runs the child next. A child that
+// reports the parent's thread id therefore ran on that thread after the
+// parent had exited (the parent never parks between the spawn and its
+// return, so the child cannot have run there earlier). With several Ps
+// another thread may steal the child first; that attempt is retried, up to
+// 200 times or 10 s. A runtime that ended the thread at the exit never
+// lets a child report it.
 TEST(LockOSThread, ExitAfterUnlockKeepsThread) {
-  long tid = 0;
-  bool exists_after = false;
+  struct report {
+    long parent = 0, child = 0;
+  };
+  int attempts = 0;
+  report last;
+  bool reused = false;
   goro::run([&] {
-    auto c = goro::make_chan<long>();
-    auto exited = goro::make_chan<void>();
-    goro::go([c, exited] {
-      goro::lock_os_thread();
-      long t = os_tid();
-      goro::unlock_os_thread();
-      c.send(t);
-      exited.close();
-    });
-    tid = c.recv().value_or(0);
-    exited.recv();
-    goro::sleep(20ms);
-    exists_after = thread_exists(tid);
+    auto c = goro::make_chan<report>();
+    deadline limit(10s);
+    while (!reused && attempts < 200 && !limit.passed()) {
+      attempts++;
+      goro::go([c] {
+        goro::lock_os_thread();
+        const long t = os_tid();
+        goro::unlock_os_thread();
+        goro::go([c, t] { c.send(report{t, os_tid()}); });
+      });
+      last = c.recv().value_or(report{});
+      reused = last.parent != 0 && last.child == last.parent;
+    }
   });
-  EXPECT_TRUE(exists_after);
+  EXPECT_TRUE(reused) << "no goroutine ran on the thread of a goroutine that "
+                         "exited after unlock_os_thread ("
+                      << attempts << " attempts; last: parent thread "
+                      << last.parent << ", child thread " << last.child << ")";
 }
 
 // Many goroutines exit locked one after another; each takes its thread, so

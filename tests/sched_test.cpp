@@ -7,22 +7,29 @@
 // The runtime is a process-wide singleton started by the first run()/go();
 // every test calls goro::run(fn) with default options, so the number of Ps
 // comes from the GOMAXPROCS environment variable (or the CPU count) for the
-// whole executable. Tests work for any gomaxprocs and skip the ones that
-// need parallelism when gomaxprocs() < 2.
+// whole executable. Tests work for any gomaxprocs; the ones that need
+// parallelism raise it to what they need for their duration (min_procs) and
+// put it back afterwards, so they never skip and the next test sees the
+// configured value again.
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <goro/goro.hpp>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
@@ -45,6 +52,47 @@ int procs() {
   return n;
 }
 
+// Inside a goroutine: raises gomaxprocs to at least n for the scope and puts
+// the previous value back at its end (also when an ASSERT returns early).
+struct min_procs {
+  int old;
+  explicit min_procs(int n) : old(goro::gomaxprocs()) {
+    if (old < n) goro::gomaxprocs(n);
+  }
+  ~min_procs() {
+    if (goro::gomaxprocs() != old) goro::gomaxprocs(old);
+  }
+  min_procs(const min_procs&) = delete;
+  min_procs& operator=(const min_procs&) = delete;
+};
+
+// CPUs in this process's affinity mask.
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return -1;
+  return CPU_COUNT(&set);
+}
+
+// What the runtime must start with under default options, computed
+// independently of it: GOMAXPROCS when it is a positive decimal int32 (as
+// Go's atoi32; capped at 1024), else the usable CPUs (num_cpu: affinity
+// mask lowered to the cgroup CPU limit), raised to 2 when a cgroup limit is
+// what took it below 2 (Go 1.25).
+int expected_default_procs() {
+  if (const char* e = std::getenv("GOMAXPROCS"); e != nullptr && *e != 0) {
+    long long v = 0;
+    bool ok = true;
+    for (const char* c = e; ok && *c != 0; c++) {
+      ok = *c >= '0' && *c <= '9';
+      v = v * 10 + (*c - '0');
+      ok = ok && v <= 0x7fffffff;
+    }
+    if (ok && v > 0) return v > 1024 ? 1024 : int(v);
+  }
+  return std::max(goro::num_cpu(), std::min(2, affinity_cpus()));
+}
+
 // ---------------------------------------------------------------------------
 // run()
 
@@ -55,13 +103,27 @@ TEST(Run, ReturnsMainResult) {
   for (int i = 0; i < 20; i++) EXPECT_EQ(goro::run([i] { return i; }), i);
 }
 
+// main runs as a goroutine (nonzero id) while the calling thread stays a
+// plain thread (id 0), on as many Ps as the environment asks for.
 TEST(Run, MainRunsAsGoroutine) {
   std::uint64_t id = 0;
-  goro::run([&] { id = goro::goroutine_id(); });
+  int procs_inside = 0;
+  goro::run([&] {
+    id = goro::goroutine_id();
+    procs_inside = goro::gomaxprocs();
+  });
   EXPECT_NE(id, 0u);
   EXPECT_EQ(goro::goroutine_id(), 0u) << "a plain thread has goroutine id 0";
-  EXPECT_GE(goro::gomaxprocs(), 1);
+  const char* env = std::getenv("GOMAXPROCS");
+  EXPECT_EQ(procs_inside, expected_default_procs())
+      << "GOMAXPROCS=" << (env ? env : "(unset)")
+      << ", num_cpu() = " << goro::num_cpu()
+      << ", affinity CPUs = " << affinity_cpus();
+  EXPECT_EQ(goro::gomaxprocs(), procs_inside)
+      << "a plain thread's query disagrees with main's";
+  // num_cpu: the affinity mask, possibly lowered by a cgroup CPU limit.
   EXPECT_GE(goro::num_cpu(), 1);
+  EXPECT_LE(goro::num_cpu(), affinity_cpus());
 }
 
 // Two plain threads running main functions at the same time.
@@ -95,17 +157,19 @@ TEST(Run, ConcurrentRunsFromTwoThreads) {
 // p may only advance x from P*i+p. None of them yields, so this completes
 // only if all P run at the same time; a broken scheduler (Ps not woken,
 // nothing stolen) makes the spinners give up at the deadline and the test
-// fail instead of hanging.
+// fail instead of hanging. At least 2 Ps (raised for the test if the
+// environment gives 1), so there is always parallelism to check.
 TEST(Parallelism, AllProcsRunAtOnce) {
-  const int P = procs();
-  if (P < 2) GTEST_SKIP() << "gomaxprocs() = " << P << " < 2";
-  // More Ps than CPUs: every hand-off waits for the OS to schedule the
-  // next thread, so fewer rounds keep the test short.
-  const int tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
+  int P = 0, tries = 0;
   deadline limit(10s);
   std::atomic<bool> gave_up{false};
   int completed = 0;
   goro::run([&] {
+    min_procs guard(2);
+    P = goro::gomaxprocs();
+    // More Ps than CPUs: every hand-off waits for the OS to schedule the
+    // next thread, so fewer rounds keep the test short.
+    tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
     for (int t = 0; t < tries && !gave_up.load(); t++) {
       std::atomic<std::uint32_t> x{0};
       goro::wait_group done;
@@ -137,20 +201,23 @@ TEST(Parallelism, AllProcsRunAtOnce) {
   EXPECT_FALSE(gave_up.load())
       << "the " << P << " spinning goroutines were not all running at once "
       << "(completed " << completed << " of " << tries << " tries in 10 s)";
+  EXPECT_GE(P, 2);
+  EXPECT_EQ(completed, tries);
 }
 
 // The same with nested spawning (TestGoroutineParallelism2's shape): each
 // goroutine starts the next one, so wakep and the spinning-M chain must
-// bring every P into play.
+// bring every P into play. At least 2 Ps, as above.
 TEST(Parallelism, NestedSpawnReachesAllProcs) {
-  const int P = procs();
-  if (P < 2) GTEST_SKIP() << "gomaxprocs() = " << P << " < 2";
-  // More Ps than CPUs: every hand-off waits for the OS to schedule the
-  // next thread, so fewer rounds keep the test short.
-  const int tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
+  int P = 0, completed = 0;
   deadline limit(10s);
   std::atomic<bool> gave_up{false};
   goro::run([&] {
+    min_procs guard(2);
+    P = goro::gomaxprocs();
+    // More Ps than CPUs: every hand-off waits for the OS to schedule the
+    // next thread, so fewer rounds keep the test short.
+    const int tries = P > goro::num_cpu() ? 2 : scaled(10, 3);
     for (int t = 0; t < tries && !gave_up.load(); t++) {
       std::atomic<std::uint32_t> x{0};
       goro::wait_group done;
@@ -174,10 +241,13 @@ TEST(Parallelism, NestedSpawnReachesAllProcs) {
       };
       goro::go(body, 0);
       done.wait();
+      if (!gave_up.load()) completed++;
     }
   });
   EXPECT_FALSE(gave_up.load())
-      << "nested goroutines did not reach parallelism " << P;
+      << "nested goroutines did not reach parallelism " << P << " (completed "
+      << completed << " tries in 10 s)";
+  EXPECT_GE(P, 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -407,9 +477,64 @@ TEST(Gosched, MainYieldsToSpawned) {
   EXPECT_TRUE(ok);
 }
 
+// On a plain thread gosched only yields the OS thread: it returns, over and
+// over, the thread stays a plain thread (goroutine id 0), and it neither
+// holds up nor waits for the goroutines: a goroutine sees the plain
+// thread's gosched calls return while it runs, and the plain thread sees
+// the goroutine finish while it keeps calling gosched. Bounded: each side
+// gives up at a deadline, and the test thread waits for the plain one with
+// a timeout (a plain thread stuck in gosched fails the test, it does not
+// hang it; the state is shared so that thread may outlive the test).
 TEST(Gosched, PlainThreadReturns) {
-  goro::gosched();  // yields the OS thread; must not crash or block
-  SUCCEED();
+  constexpr int want_yields = 100;
+  struct state {
+    std::atomic<int> yields{0};
+    std::atomic<bool> goroutine_done{false};
+    std::atomic<int> yields_seen_by_goroutine{0};
+    std::atomic<std::uint64_t> id_before{1}, id_after{1};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+  };
+  auto st = std::make_shared<state>();
+  std::thread th([st] {
+    deadline limit(10s);
+    st->id_before.store(goro::goroutine_id());
+    goro::go([st] {
+      deadline glimit(10s);
+      while (st->yields.load() < want_yields && !glimit.passed())
+        goro::gosched();
+      st->yields_seen_by_goroutine.store(st->yields.load());
+      st->goroutine_done.store(true);
+    });
+    while (!st->goroutine_done.load() && !limit.passed()) {
+      goro::gosched();
+      st->yields.fetch_add(1);
+    }
+    st->id_after.store(goro::goroutine_id());
+    std::lock_guard<std::mutex> lk(st->mu);
+    st->finished = true;
+    st->cv.notify_all();
+  });
+  bool finished;
+  {
+    std::unique_lock<std::mutex> lk(st->mu);
+    finished = st->cv.wait_for(lk, 20s, [&] { return st->finished; });
+  }
+  if (finished)
+    th.join();
+  else
+    th.detach();
+  ASSERT_TRUE(finished) << "a plain thread's gosched() did not return ("
+                        << st->yields.load() << " calls returned)";
+  EXPECT_EQ(st->id_before.load(), 0u);
+  EXPECT_EQ(st->id_after.load(), 0u)
+      << "gosched() turned the plain thread into a goroutine";
+  EXPECT_TRUE(st->goroutine_done.load())
+      << "the goroutine never finished while the plain thread yielded";
+  EXPECT_GE(st->yields_seen_by_goroutine.load(), want_yields)
+      << "the plain thread's gosched() calls stopped returning while the "
+         "goroutine ran";
 }
 
 // ---------------------------------------------------------------------------
@@ -420,11 +545,29 @@ TEST(Gosched, PlainThreadReturns) {
 // usually resumes on that other thread: the waker is spawned while the
 // caller keeps its P busy (so another M must take the waker), and the
 // waker exits right after the wake-up, so its P runs the woken caller next.
-// The short busy waits only make migration likely; no check depends on
-// them.
+// The short busy waits only make migration likely; `moves` counts the parks
+// after which the caller did resume on another thread, and the tests that
+// claim a migration check it (they raise gomaxprocs to 2 for that).
 struct migrator {
   bool single_p = goro::gomaxprocs() < 2;
+  int moves = 0;
   void park_once() {
+    const long tid = os_tid();
+    park();
+    if (os_tid() != tid) moves++;
+  }
+  // Parks until the caller has resumed on another OS thread (bounded: 200
+  // parks or 10 s); returns whether it did.
+  bool park_until_moved() {
+    const int before = moves;
+    deadline limit(10s);
+    for (int i = 0; i < 200 && moves == before && !limit.passed(); i++)
+      park_once();
+    return moves != before;
+  }
+
+ private:
+  void park() {
     goro::wait_group reply;
     reply.add(1);
     std::atomic<int> state{0};  // 1: waker running, 2: caller about to park
@@ -449,26 +592,23 @@ struct migrator {
   }
 };
 
-// Inside a catch block the goroutine parks (and, with gomaxprocs >= 2,
-// moves to another thread); afterwards the handled exception is still the
-// current one, `throw;` rethrows the same object, and uncaught_exceptions
-// is 0 throughout.
+// Inside a catch block the goroutine parks and moves to another thread (2
+// Ps at least); afterwards the handled exception is still the current one,
+// `throw;` rethrows the same object, and uncaught_exceptions is 0
+// throughout.
 TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
   bool moved = false;
   bool same_current = false, same_object = false, what_ok = false;
   int uncaught_in_catch = -1, uncaught_after = -1;
   bool current_cleared = false;
   goro::run([&] {
+    min_procs guard(2);
     migrator m;
     try {
       throw std::runtime_error("boom");
     } catch (const std::runtime_error& e) {
       std::exception_ptr before = std::current_exception();
-      const long tid0 = os_tid();
-      for (int i = 0; i < 200 && !moved; i++) {
-        m.park_once();
-        moved = os_tid() != tid0;
-      }
+      moved = m.park_until_moved();
       uncaught_in_catch = std::uncaught_exceptions();
       same_current = std::current_exception() == before;
       what_ok = std::string(e.what()) == "boom";
@@ -481,10 +621,8 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
     current_cleared = std::current_exception() == nullptr;
     uncaught_after = std::uncaught_exceptions();
   });
-  if (!moved) {
-    std::printf("note: the goroutine never changed OS thread (gomaxprocs=%d)\n",
-                procs());
-  }
+  EXPECT_TRUE(moved) << "the goroutine never resumed on another OS thread "
+                        "in 200 parks inside its catch block";
   EXPECT_TRUE(same_current) << "std::current_exception() changed across a park";
   EXPECT_TRUE(same_object) << "throw; rethrew a different exception object";
   EXPECT_TRUE(what_ok);
@@ -494,21 +632,17 @@ TEST(Exceptions, CatchBlockSurvivesParkAndMigration) {
       << "the handled exception outlived its catch block";
 }
 
-// The same, checked to actually migrate when there are at least 2 Ps.
+// The same with a scalar exception: the catch clause's copy and `throw;`
+// both still see 17 after the goroutine moved to another OS thread.
 TEST(Exceptions, CatchBlockMigratesThreads) {
-  const int P = procs();
-  if (P < 2) GTEST_SKIP() << "gomaxprocs() = " << P << " < 2";
   bool moved = false, ok = false;
   goro::run([&] {
+    min_procs guard(2);
     migrator m;
     try {
       throw 17;
     } catch (int v) {
-      const long tid0 = os_tid();
-      for (int i = 0; i < 200 && !moved; i++) {
-        m.park_once();
-        moved = os_tid() != tid0;
-      }
+      moved = m.park_until_moved();
       try {
         throw;
       } catch (int w) {
@@ -516,21 +650,22 @@ TEST(Exceptions, CatchBlockMigratesThreads) {
       }
     }
   });
+  EXPECT_TRUE(moved) << "no migration observed in 200 parks with 2 Ps";
   EXPECT_TRUE(ok);
-  if (!moved) std::printf("note: no migration observed in 200 parks\n");
 }
 
 // An exception thrown before a park and caught after it: a destructor run
-// during unwinding parks (and may migrate); the exception is still in flight
-// afterwards (uncaught_exceptions() == 1 inside the destructor, before and
-// after the park) and the catch clause receives it.
+// during unwinding parks and migrates (2 Ps at least); the exception is
+// still in flight afterwards (uncaught_exceptions() == 1 inside the
+// destructor, before and after the parks) and the catch clause receives it.
 struct parks_in_destructor {
   migrator* m;
   int* uncaught_before;
   int* uncaught_after;
   ~parks_in_destructor() {
     *uncaught_before = std::uncaught_exceptions();
-    for (int i = 0; i < 20; i++) m->park_once();
+    m->park_until_moved();
+    for (int i = 0; i < 5; i++) m->park_once();
     *uncaught_after = std::uncaught_exceptions();
   }
 };
@@ -543,25 +678,31 @@ __attribute__((noinline)) void throw_through_parking_destructor(migrator& m,
 }
 
 TEST(Exceptions, ThrownBeforeParkCaughtAfter) {
-  int uncaught_before = -1, uncaught_after = -1;
+  int uncaught_before = -1, uncaught_after = -1, moves = 0;
   std::string caught;
   goro::run([&] {
+    min_procs guard(2);
     migrator m;
     try {
       throw_through_parking_destructor(m, uncaught_before, uncaught_after);
     } catch (const std::out_of_range& e) {
       caught = e.what();
     }
+    moves = m.moves;
   });
+  EXPECT_GT(moves, 0) << "the unwinding goroutine never changed OS thread";
   EXPECT_EQ(caught, "in flight");
   EXPECT_EQ(uncaught_before, 1);
   EXPECT_EQ(uncaught_after, 1);
 }
 
-// An exception_ptr captured on one thread and rethrown after parking.
+// An exception_ptr captured on one thread and rethrown on another after
+// parking (2 Ps at least).
 TEST(Exceptions, ExceptionPtrRethrownAfterPark) {
   std::string caught;
+  bool moved = false;
   goro::run([&] {
+    min_procs guard(2);
     migrator m;
     std::exception_ptr ep;
     try {
@@ -569,13 +710,14 @@ TEST(Exceptions, ExceptionPtrRethrownAfterPark) {
     } catch (...) {
       ep = std::current_exception();
     }
-    for (int i = 0; i < 20; i++) m.park_once();
+    moved = m.park_until_moved();
     try {
       std::rethrow_exception(ep);
     } catch (const std::logic_error& e) {
       caught = e.what();
     }
   });
+  EXPECT_TRUE(moved) << "no migration observed in 200 parks with 2 Ps";
   EXPECT_EQ(caught, "saved");
 }
 
@@ -882,8 +1024,18 @@ TEST(WaitGroup, PlainThreadWaitBlocks) {
   EXPECT_EQ(finished.load(), n);
 }
 
+// White-box: how many callers of wg.wait() have registered as waiters (the
+// low 32 bits of the state word, as in Go's WaitGroup; a waiter registers
+// before it blocks and cannot return until the counter reaches zero).
+std::uint32_t registered_waiters(goro::wait_group& wg) {
+  static_assert(std::is_standard_layout_v<goro::wait_group>);
+  auto* state = reinterpret_cast<std::atomic<std::uint64_t>*>(&wg);
+  return static_cast<std::uint32_t>(state->load());
+}
+
 // Many waiters (goroutines and plain threads) on one wait_group are all
-// released by the last done(), and none before it.
+// released by the last done(), and none before it. done() comes only once
+// every one of them is seen registered in wait().
 TEST(WaitGroup, ManyWaiters) {
   const int waiters = 200;
   const int thread_waiters = 3;
@@ -914,7 +1066,11 @@ TEST(WaitGroup, ManyWaiters) {
       });
     }
     started.wait();
-    for (int k = 0; k < 100; k++) goro::gosched();  // let them reach wait()
+    EXPECT_TRUE(goro_test::eventually([&] {
+      return registered_waiters(wg) ==
+             static_cast<std::uint32_t>(waiters + thread_waiters);
+    })) << registered_waiters(wg)
+        << " of " << waiters + thread_waiters << " waiters reached wait()";
     released.store(true);
     wg.done();
     all.wait();

@@ -123,11 +123,19 @@ TEST(Select, NonblockSelectRace2) {
 // goroutine spawned per round mostly starts only after main has finished
 // its part, so the windows above rarely overlap). A persistent worker spins
 // on a round counter; main publishes a round and immediately makes c2 ready
-// and c1 not ready, while the worker's non-blocking select runs. With one P
-// the two sides alternate through gosched and the test is a plain check.
+// and c1 not ready, while the worker's non-blocking select runs. The test
+// raises gomaxprocs to 2 if the environment gives 1 (and puts it back), so
+// the two sides always can run in parallel.
 void nonblock_select_race_parallel(bool close_c2) {
   int n = scaled(100000, 5000);
-  const bool single_p = goro::gomaxprocs() == 1;
+  const int old_procs = goro::gomaxprocs();
+  if (old_procs < 2) goro::gomaxprocs(2);
+  struct restore_procs {
+    int old;
+    ~restore_procs() {
+      if (goro::gomaxprocs() != old) goro::gomaxprocs(old);
+    }
+  } restore{old_procs};
   struct shared {
     std::atomic<int> round{0};
     std::atomic<int> finished{0};
@@ -136,11 +144,11 @@ void nonblock_select_race_parallel(bool close_c2) {
   std::atomic<int> defaults{0};
   std::atomic<bool> timed_out{false};
   std::atomic<bool> stop{false};
-  // Spins until pred() holds; yields now and then (always with one P).
+  // Spins until pred() holds; yields now and then.
   auto spin_until = [&](auto pred) {
     deadline d(20s);
     for (unsigned i = 1; !pred(); i++) {
-      if (single_p || i % 128 == 0)
+      if (i % 128 == 0)
         goro::gosched();
 #if defined(__x86_64__) || defined(__i386__)
       else
@@ -198,6 +206,7 @@ void nonblock_select_race_parallel(bool close_c2) {
   sh.round.store(n + 1, std::memory_order_release);
   wg.wait();
   EXPECT_FALSE(timed_out.load()) << "the two sides stopped making progress";
+  EXPECT_GT(rounds, 0);
   EXPECT_EQ(defaults.load(), 0)
       << "select took its default while a case was ready (in " << rounds
       << " rounds)";

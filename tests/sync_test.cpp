@@ -28,6 +28,11 @@ struct mutex_test_access {
     return m.state_.load(std::memory_order_relaxed);
   }
   static constexpr std::int32_t starving_bit = goro::mutex::starving_bit;
+  // Callers blocked (or about to block) in lock(): they register in the
+  // state word just before they sleep, as in Go's sync.Mutex.
+  static std::int32_t waiters(const goro::mutex& m) {
+    return state(m) >> goro::mutex::waiter_shift;
+  }
 };
 struct semaphore_test_access {
   static std::size_t waiters(const goro::semaphore& s) { return s.waiters(); }
@@ -969,10 +974,12 @@ TEST(SyncPlainThread, ThreadHoldsGoroutinesWait) {
         wg.done();
       });
     }
-    // The blocked goroutines leave the Ps free: we keep running.
-    ASSERT_TRUE(eventually([&] { return trying.load() == n; }));
-    for (int i = 0; i < 20; i++) goro::gosched();
-    EXPECT_EQ(got.load(), 0);
+    // The blocked goroutines leave the Ps free: we keep running, and see
+    // all n of them blocked in lock() while the thread holds the mutex.
+    EXPECT_TRUE(eventually([&] { return mutex_test_access::waiters(m) == n; }))
+        << mutex_test_access::waiters(m) << " of " << n
+        << " goroutines blocked in lock() (" << trying.load() << " tried)";
+    EXPECT_EQ(got.load(), 0) << "a goroutine got a mutex a thread holds";
     release = true;
     wg.wait();
     t.join();
@@ -991,8 +998,11 @@ TEST(SyncPlainThread, GoroutineHoldsThreadWaits) {
       got = true;
       m.unlock();
     });
-    ASSERT_TRUE(eventually([&] { return trying.load(); }));
-    busy_for(2000us);
+    // Observed, not waited for: the thread registers as a waiter just
+    // before it sleeps in lock().
+    EXPECT_TRUE(eventually([&] { return mutex_test_access::waiters(m) == 1; }))
+        << "the thread never blocked in lock() (trying: " << trying.load()
+        << ")";
     EXPECT_FALSE(got.load()) << "the thread got a locked mutex";
     m.unlock();
     t.join();
