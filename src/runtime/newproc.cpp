@@ -18,6 +18,7 @@
 
 #include <goro/runtime.hpp>
 #include <new>
+#include <utility>
 
 #include "runtime/context.hpp"
 #include "runtime/gfree.hpp"
@@ -142,6 +143,10 @@ void stack_bind(P* pp, G* gp) {
     gp->stk = donor->stk;
     gp->stack_scavenged = false;
     donor->stk = stack{};
+    // The sanitizer fiber travels with the stack, so fibers stay as many as
+    // stacks (TSan counts each one as a thread, up to 8128).
+    std::swap(gp->tsan_fiber, donor->tsan_fiber);
+    std::swap(gp->tsan_uses, donor->tsan_uses);
     gfput_nostack(pp, donor);
   } else {
     gp->stk = stackalloc();
