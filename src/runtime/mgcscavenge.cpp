@@ -3,6 +3,8 @@
 // scavenge_stacks about once a second and while it keeps finding work.
 #include <sys/mman.h>
 
+#include <algorithm>
+
 #include "runtime/g.hpp"
 #include "runtime/lock.hpp"
 #include "runtime/sched.hpp"
@@ -29,13 +31,26 @@ std::size_t scavenge_stacks(std::size_t max) {
       sched.gfree.publish();
     }
     if (n == 0) break;
-    for (std::size_t i = 0; i < n; i++) {
-      G* gp = batch[i];
-      // Canary stacks keep their canary words in the (unprotected) guard
-      // page, below lo: DONTNEED only [lo, hi).
-      madvise(reinterpret_cast<void*>(gp->stk.lo), gp->stk.hi - gp->stk.lo,
-              MADV_DONTNEED);
-      gp->stack_scavenged = true;
+    // Neighbours in a chunk are released with one madvise: sorted by
+    // address, a run of stacks whose mappings touch is one range. The guard
+    // pages inside the range survive: MADV_DONTNEED keeps madvise guard
+    // markers and cannot touch PROT_NONE pages. Canary stacks keep their
+    // canary words in the (unprotected) guard page, below lo: they are
+    // released alone, [lo, hi) only.
+    std::sort(batch, batch + n,
+              [](const G* a, const G* b) { return a->stk.lo < b->stk.lo; });
+    for (std::size_t i = 0; i < n;) {
+      std::uintptr_t lo = batch[i]->stk.lo, hi = batch[i]->stk.hi;
+      std::size_t j = i + 1;
+      if (batch[i]->stk.guard != guard_kind::canary) {
+        while (j < n && batch[j]->stk.guard != guard_kind::canary &&
+               reinterpret_cast<std::uintptr_t>(batch[j]->stk.map_base) == hi) {
+          hi = batch[j]->stk.hi;
+          j++;
+        }
+      }
+      madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+      for (; i < j; i++) batch[i]->stack_scavenged = true;
     }
     released += n;
     lock_guard lk(sched.gfree.lock);
