@@ -1,6 +1,6 @@
 // sema.cpp: the runtime semaphore. Waiters hash by address into 251 roots,
 // each a lock, a count of waiters (read without the lock on release) and a
-// FIFO of sudogs.
+// treap of the addresses waited on, each with a FIFO of sudogs.
 #include "runtime/sema.hpp"
 
 #include <atomic>
@@ -16,41 +16,128 @@ namespace goro::rt {
 
 namespace {
 
+// A root keeps its waiters in a treap keyed by address (Go's semaRoot
+// since Go 1.9): one node per distinct address, ordered by address as a
+// binary search tree and by a random priority as a min-heap, so finding an
+// address costs O(log n) in the number of distinct addresses waiting on the
+// root, not O(n) in the waiters (a million goroutines on one mutex must not
+// slow down a release of another address that hashes to the same root).
+// Further waiters on the node's address form a FIFO through kwaitnext; the
+// node keeps the tail. All under the root's lock.
 struct sema_root {
   mutex lock{lock_rank::sema_root};
   std::atomic<std::uint32_t> nwait{0};
-  sudog* head = nullptr;
-  sudog* tail = nullptr;
+  sudog* treap = nullptr;
+  std::uint32_t rand = 0x9e3779b9u;  // priorities (xorshift, under lock)
+
+  std::uint32_t next_prio() {
+    rand ^= rand << 13;
+    rand ^= rand >> 17;
+    rand ^= rand << 5;
+    return rand | 1;
+  }
+  static bool less(const void* a, const void* b) {
+    return reinterpret_cast<std::uintptr_t>(a) <
+           reinterpret_cast<std::uintptr_t>(b);
+  }
+  // The link that points at `s` (its parent's child slot, or the root).
+  sudog** slot_of(sudog* s) {
+    if (s->tparent == nullptr) return &treap;
+    return s->tparent->tleft == s ? &s->tparent->tleft : &s->tparent->tright;
+  }
+  // Rotations keep the address order and move `x` one level down.
+  void rotate_left(sudog* x) {  // x's right child takes its place
+    sudog* y = x->tright;
+    sudog** link = slot_of(x);
+    x->tright = y->tleft;
+    if (y->tleft) y->tleft->tparent = x;
+    y->tleft = x;
+    y->tparent = x->tparent;
+    x->tparent = y;
+    *link = y;
+  }
+  void rotate_right(sudog* x) {  // x's left child takes its place
+    sudog* y = x->tleft;
+    sudog** link = slot_of(x);
+    x->tleft = y->tright;
+    if (y->tright) y->tright->tparent = x;
+    y->tright = x;
+    y->tparent = x->tparent;
+    x->tparent = y;
+    *link = y;
+  }
+  // Makes `t` take node `s`'s place in the treap.
+  void replace(sudog* s, sudog* t) {
+    *slot_of(s) = t;
+    t->tparent = s->tparent;
+    t->tleft = s->tleft;
+    t->tright = s->tright;
+    t->prio = s->prio;
+    if (t->tleft) t->tleft->tparent = t;
+    if (t->tright) t->tright->tparent = t;
+    s->tparent = s->tleft = s->tright = nullptr;
+  }
 
   void queue(sudog* s, bool lifo) {
-    s->next = s->prev = nullptr;
-    if (head == nullptr) {
-      head = tail = s;
-    } else if (lifo) {
-      s->next = head;
-      head->prev = s;
-      head = s;
-    } else {
-      s->prev = tail;
-      tail->next = s;
-      tail = s;
+    s->tparent = s->tleft = s->tright = nullptr;
+    s->kwaitnext = s->kwaittail = nullptr;
+    sudog* parent = nullptr;
+    sudog** link = &treap;
+    while (sudog* n = *link) {
+      if (n->key == s->key) {
+        if (lifo) {
+          // s becomes the node; the old node heads its FIFO.
+          replace(n, s);
+          s->kwaitnext = n;
+          s->kwaittail = n->kwaittail != nullptr ? n->kwaittail : n;
+          n->kwaittail = nullptr;
+        } else {
+          if (n->kwaittail == nullptr)
+            n->kwaitnext = s;
+          else
+            n->kwaittail->kwaitnext = s;
+          n->kwaittail = s;
+        }
+        return;
+      }
+      parent = n;
+      link = less(s->key, n->key) ? &n->tleft : &n->tright;
+    }
+    // A new address: a leaf, then up while its priority is smaller.
+    s->tparent = parent;
+    s->prio = next_prio();
+    *link = s;
+    while (s->tparent != nullptr && s->tparent->prio > s->prio) {
+      if (s->tparent->tleft == s)
+        rotate_right(s->tparent);
+      else
+        rotate_left(s->tparent);
     }
   }
+
   sudog* dequeue(const void* key) {
-    for (sudog* s = head; s; s = s->next) {
-      if (s->key != key) continue;
-      if (s->prev)
-        s->prev->next = s->next;
-      else
-        head = s->next;
-      if (s->next)
-        s->next->prev = s->prev;
-      else
-        tail = s->prev;
-      s->next = s->prev = nullptr;
-      return s;
+    sudog* s = treap;
+    while (s != nullptr && s->key != key)
+      s = less(key, s->key) ? s->tleft : s->tright;
+    if (s == nullptr) return nullptr;
+    if (sudog* t = s->kwaitnext) {
+      // The next waiter on this address becomes the node.
+      replace(s, t);
+      t->kwaittail = t->kwaitnext != nullptr ? s->kwaittail : nullptr;
+    } else {
+      // Rotate s down to a leaf (smaller-priority child up), then unlink.
+      while (s->tleft != nullptr || s->tright != nullptr) {
+        if (s->tright == nullptr ||
+            (s->tleft != nullptr && s->tleft->prio < s->tright->prio))
+          rotate_right(s);
+        else
+          rotate_left(s);
+      }
+      *slot_of(s) = nullptr;
+      s->tparent = nullptr;
     }
-    return nullptr;
+    s->kwaitnext = s->kwaittail = nullptr;
+    return s;
   }
 };
 

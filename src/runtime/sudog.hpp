@@ -28,8 +28,17 @@ struct sudog {
   sudog** winner = nullptr;
   sudog* waitlink = nullptr;  // a select's sudogs, in lock order
   sudog* wakelink = nullptr;  // close's list of waiters to wake
-  std::uint32_t ticket = 0;   // 1: the semaphore was handed to us
-  bool success = false;       // woken by a real send/recv, not by close
+  // Semaphore waits (sema.cpp): the root's treap of distinct addresses
+  // (parent, left, right, heap priority) and this address's FIFO of
+  // further waiters (kwaitnext; the treap node keeps the tail).
+  sudog* tparent = nullptr;
+  sudog* tleft = nullptr;
+  sudog* tright = nullptr;
+  sudog* kwaitnext = nullptr;
+  sudog* kwaittail = nullptr;
+  std::uint32_t prio = 0;
+  std::uint32_t ticket = 0;  // 1: the semaphore was handed to us
+  bool success = false;      // woken by a real send/recv, not by close
   bool is_select = false;
 };
 
