@@ -57,6 +57,10 @@ std::uint64_t leaf_work(std::uint64_t iters, std::uint64_t seed);
 // Resident set size of this process in bytes (/proc/self/statm).
 std::uint64_t rss_bytes();
 
+// Size of this process's page tables in bytes now (VmPTE in
+// /proc/self/status; page tables are not part of RSS).
+std::uint64_t page_table_bytes();
+
 // Prints RESULT <workload>.peak_rss (VmHWM, KiB), <workload>.page_tables
 // (VmPTE at the end, KiB) and <workload>.minflt (minor page faults of the
 // whole run); bench_main calls it after every workload.

@@ -61,25 +61,48 @@ std::uint64_t rss_bytes() {
   return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-void report_memory(std::string_view workload) {
-  // VmHWM (peak RSS) and VmPTE (page tables, not part of RSS) from
-  // /proc/self/status, read at the end of the workload; minor faults from
-  // getrusage. The Go twin prints the same three (bench/go/main.go).
+namespace {
+
+// Fields of /proc/self/status in KiB (0 where absent).
+struct status_kib {
   unsigned long long hwm = 0, pte = 0;
+};
+
+status_kib read_status() {
+  status_kib st;
   if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
     char line[256];
     while (std::fgets(line, sizeof line, f)) {
-      std::sscanf(line, "VmHWM: %llu kB", &hwm);
-      std::sscanf(line, "VmPTE: %llu kB", &pte);
+      std::sscanf(line, "VmHWM: %llu kB", &st.hwm);
+      std::sscanf(line, "VmPTE: %llu kB", &st.pte);
     }
     std::fclose(f);
   }
+  return st;
+}
+
+}  // namespace
+
+std::uint64_t page_table_bytes() { return read_status().pte * 1024; }
+
+void report_memory(std::string_view workload) {
+  // VmHWM (peak RSS) and VmPTE (page tables, not part of RSS) from
+  // /proc/self/status, read at the end of the workload; minor faults from
+  // getrusage. The Go twin prints the same three (bench/go/main.go);
+  // bench_report shows them as memory columns beside the workload's times.
+  const status_kib st = read_status();
   struct rusage ru {};
   ::getrusage(RUSAGE_SELF, &ru);
-  std::string w(workload);
-  result(w + ".peak_rss", double(hwm), "KiB");
-  result(w + ".page_tables", double(pte), "KiB");
-  result(w + ".minflt", double(ru.ru_minflt), "faults");
+  // Whole numbers, printed exactly (result's %.6g would round them).
+  const auto whole = [&](const char* suffix, unsigned long long v,
+                         const char* unit) {
+    std::printf("RESULT %.*s%s %llu %s\n", static_cast<int>(workload.size()),
+                workload.data(), suffix, v, unit);
+  };
+  whole(".peak_rss", st.hwm, "KiB");
+  whole(".page_tables", st.pte, "KiB");
+  whole(".minflt", static_cast<unsigned long long>(ru.ru_minflt), "faults");
+  std::fflush(stdout);
 }
 
 void spin_for(std::chrono::nanoseconds d) {

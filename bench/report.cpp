@@ -15,8 +15,16 @@
 // Prints an aligned table (median, min-max per runtime, goro/Go ratio of the
 // medians, target) and writes the same data as CSV. Lower is better for
 // every metric except those with a ratio_min target (e.g. a kept fraction).
+//
+// Memory: the metrics <workload>.peak_rss (VmHWM, KiB), .page_tables (VmPTE
+// at the end, KiB) and .minflt (minor faults), which every run of either
+// runtime prints after its workload, are not rows of their own: their
+// medians per (workload, GOMAXPROCS) appear as three columns ("goro / Go
+// (ratio)") on the first row of that workload at that GOMAXPROCS, and as
+// six CSV columns on every row of the workload.
 // Exit status: 0 (a missed target is reported, not an error).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -53,6 +61,22 @@ stats compute(std::vector<double> v) {
   return s;
 }
 
+// The per-run memory metrics and their suffixes in the raw results.
+enum mem_kind { kPeakRss, kPageTables, kMinflt, kMemKinds };
+const char* const kMemSuffix[kMemKinds] = {".peak_rss", ".page_tables",
+                                           ".minflt"};
+
+// kMemKinds for any other metric.
+int mem_kind_of(const std::string& metric) {
+  for (int k = 0; k < kMemKinds; ++k) {
+    const std::string suf = kMemSuffix[k];
+    if (metric.size() > suf.size() &&
+        metric.compare(metric.size() - suf.size(), suf.size(), suf) == 0)
+      return k;
+  }
+  return kMemKinds;
+}
+
 struct target {
   std::string metric, procs, kind;
   double limit = 0;
@@ -85,7 +109,7 @@ std::string fmt(double v) {
 std::string csv_num(double v) {
   if (std::isnan(v)) return "";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
+  std::snprintf(buf, sizeof buf, "%.10g", v);
   return buf;
 }
 
@@ -159,6 +183,10 @@ int main(int argc, char** argv) {
   std::map<std::tuple<std::string, int, std::string>, int> failures;
   std::map<std::tuple<std::string, int, std::string>, std::string> fail_reason;
   std::vector<std::string> workloads_seen;
+  // (workload, procs) -> runtime -> memory kind -> values of the runs
+  std::map<std::pair<std::string, int>,
+           std::map<std::string, std::array<series, kMemKinds>>>
+      mem;
   // workload -> runtime -> set of checksums
   std::map<std::string, std::map<std::string, std::set<std::string>>> checks;
 
@@ -180,6 +208,10 @@ int main(int argc, char** argv) {
       std::string metric, unit;
       double value = 0;
       if (!(in >> metric >> value >> unit)) continue;
+      if (const int k = mem_kind_of(metric); k != kMemKinds) {
+        mem[{wl, procs}][rt][k].values.push_back(value);
+        continue;
+      }
       if (!unit_of.count(metric)) {
         metric_order.push_back(metric);
         unit_of[metric] = unit;
@@ -237,20 +269,49 @@ int main(int argc, char** argv) {
            fail_reason[k] + ")";
   };
 
+  // Medians of a workload's memory at procs: [kind][0 goro, 1 go].
+  auto mem_medians = [&](const std::string& wl, int procs) {
+    std::array<std::array<double, 2>, kMemKinds> m;
+    for (auto& a : m) a = {NAN, NAN};
+    auto it = mem.find({wl, procs});
+    if (it == mem.end()) return m;
+    for (int r = 0; r < 2; ++r) {
+      auto rit = it->second.find(kRuntimes[r]);
+      if (rit == it->second.end()) continue;
+      for (int k = 0; k < kMemKinds; ++k)
+        m[k][r] = compute(rit->second[k].values).median;
+    }
+    return m;
+  };
+  // "goro / Go (ratio)", values divided by `scale`.
+  auto mem_cell = [](const std::array<double, 2>& v, double scale) {
+    if (std::isnan(v[0]) && std::isnan(v[1])) return std::string();
+    std::string c = fmt(v[0] / scale) + " / " + fmt(v[1] / scale);
+    if (!std::isnan(v[0]) && !std::isnan(v[1]) && v[1] != 0)
+      c += " (" + fmt(v[0] / v[1]) + ")";
+    return c;
+  };
+  // The first metric of each workload carries its memory columns.
+  std::set<std::string> mem_shown;  // workloads whose first metric was seen
+
   std::ofstream csv(argv[3]);
   csv << "metric,workload,unit,gomaxprocs,goro_median,goro_min,goro_max,"
          "goro_n,go_median,go_min,go_max,go_n,ratio_goro_over_go,target,"
-         "status,note\n";
+         "status,note,goro_peak_rss_kib,go_peak_rss_kib,goro_page_tables_kib,"
+         "go_page_tables_kib,goro_minflt,go_minflt\n";
 
   table t;
   t.rows.push_back({"metric", "unit", "P", "goro med", "goro min..max", "n",
                     "Go med", "Go min..max", "n", "goro/Go", "target", "status",
-                    "note"});
-  t.right = {false, false, true, true,  true,  true, true,
-             true,  true,  true, false, false, false};
+                    "peak RSS MiB", "page tables MiB", "minflt k", "note"});
+  // metric, unit | P, goro med, range, n, Go med, range, n, ratio | target,
+  // status | memory x3 | note
+  t.right = {false, false, true,  true,  true, true, true, true,
+             true,  true,  false, false, true, true, true, false};
 
   int missed = 0, met = 0;
   for (const auto& metric : metric_order) {
+    const bool first_of_workload = mem_shown.insert(workload_of[metric]).second;
     for (int procs : all_procs) {
       auto it = data.find({metric, procs});
       std::map<std::string, stats> st;
@@ -266,7 +327,9 @@ int main(int argc, char** argv) {
         std::string f = fail_note(wl, procs, rt);
         if (!f.empty()) note += (note.empty() ? "" : "; ") + f;
       }
-      if (st["goro"].n == 0 && st["go"].n == 0 && note.empty()) continue;
+      if (st["goro"].n == 0 && st["go"].n == 0 && note.empty() &&
+          !(first_of_workload && mem.count({wl, procs})))
+        continue;
       const double ratio = st["goro"].median / st["go"].median;
       if (st["goro"].n && st["go"].n &&
           (st["goro"].max >= st["go"].min && st["go"].max >= st["goro"].min))
@@ -298,22 +361,37 @@ int main(int argc, char** argv) {
           ++missed;
         }
       }
+      const auto mm = mem_medians(wl, procs);
+      std::string rss_c, pte_c, flt_c;
+      if (first_of_workload) {
+        rss_c = mem_cell(mm[kPeakRss], 1024);
+        pte_c = mem_cell(mm[kPageTables], 1024);
+        flt_c = mem_cell(mm[kMinflt], 1000);
+      }
       t.rows.push_back({metric, unit_of[metric], std::to_string(procs),
                         fmt(st["goro"].median), range(st["goro"]),
                         std::to_string(st["goro"].n), fmt(st["go"].median),
                         range(st["go"]), std::to_string(st["go"].n), fmt(ratio),
-                        tgt, status, note});
+                        tgt, status, rss_c, pte_c, flt_c, note});
       csv << csv_field(metric) << ',' << csv_field(wl) << ','
           << csv_field(unit_of[metric]) << ',' << procs << ','
           << csv_num(st["goro"].median) << ',' << csv_num(st["goro"].min) << ','
           << csv_num(st["goro"].max) << ',' << st["goro"].n << ','
           << csv_num(st["go"].median) << ',' << csv_num(st["go"].min) << ','
           << csv_num(st["go"].max) << ',' << st["go"].n << ',' << csv_num(ratio)
-          << ',' << csv_field(tgt) << ',' << status << ',' << csv_field(note)
-          << '\n';
+          << ',' << csv_field(tgt) << ',' << status << ',' << csv_field(note);
+      for (int k = 0; k < kMemKinds; ++k)
+        csv << ',' << csv_num(mm[k][0]) << ',' << csv_num(mm[k][1]);
+      csv << '\n';
     }
   }
   t.print(std::cout);
+  if (!mem.empty())
+    std::cout << "memory columns, on the first row of each workload: median "
+                 "over runs of peak RSS (VmHWM) and page tables (VmPTE, not "
+                 "part of RSS), both read by the process after its workload, "
+                 "and minor page faults of the whole run; goro / Go "
+                 "(ratio)\n";
 
   // Scaling: median at P / median at 1 P, per runtime.
   if (all_procs.count(1) && all_procs.size() > 1) {
@@ -356,7 +434,7 @@ int main(int argc, char** argv) {
             << csv_field(workload_of[metric]) << ",ratio," << procs << "/1,"
             << csv_num(sc["goro"]) << ",,,," << csv_num(sc["go"]) << ",,,,"
             << csv_num(sc["goro"] / sc["go"]) << ',' << csv_field(tgt) << ','
-            << status << ",\n";
+            << status << ",,,,,,,\n";
       }
     }
     std::cout << '\n';

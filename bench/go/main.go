@@ -75,6 +75,31 @@ func rssBytes() uint64 {
 	return resident * uint64(os.Getpagesize())
 }
 
+// statusKiB reads the VmHWM and VmPTE fields of /proc/self/status (KiB).
+func statusKiB() (hwm, pte float64) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var v float64
+		if n, _ := fmt.Sscanf(line, "VmHWM: %f kB", &v); n == 1 {
+			hwm = v
+		}
+		if n, _ := fmt.Sscanf(line, "VmPTE: %f kB", &v); n == 1 {
+			pte = v
+		}
+	}
+	return hwm, pte
+}
+
+// pageTableBytes is the size of this process's page tables now (VmPTE; not
+// part of RSS), as gorobench::page_table_bytes.
+func pageTableBytes() uint64 {
+	_, pte := statusKiB()
+	return uint64(pte) * 1024
+}
+
 // spinFor busy-waits, like doWork in Go's proc_test.go.
 func spinFor(d time.Duration) {
 	start := time.Now()
@@ -158,23 +183,14 @@ func main() {
 }
 
 // reportMemory prints the same three lines as gorobench::report_memory:
-// peak RSS (VmHWM), page tables (VmPTE) at the end, minor page faults.
+// peak RSS (VmHWM), page tables (VmPTE) at the end, minor page faults;
+// bench_report shows them as memory columns beside the workload's times.
 func reportMemory(name string) {
-	var hwm, pte float64
-	if data, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			var v float64
-			if n, _ := fmt.Sscanf(line, "VmHWM: %f kB", &v); n == 1 {
-				hwm = v
-			}
-			if n, _ := fmt.Sscanf(line, "VmPTE: %f kB", &v); n == 1 {
-				pte = v
-			}
-		}
-	}
+	hwm, pte := statusKiB()
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	result(name+".peak_rss", hwm, "KiB")
-	result(name+".page_tables", pte, "KiB")
-	result(name+".minflt", float64(ru.Minflt), "faults")
+	// Whole numbers, printed exactly (result's %.6g would round them).
+	fmt.Printf("RESULT %s.peak_rss %d KiB\n", name, uint64(hwm))
+	fmt.Printf("RESULT %s.page_tables %d KiB\n", name, uint64(pte))
+	fmt.Printf("RESULT %s.minflt %d faults\n", name, ru.Minflt)
 }

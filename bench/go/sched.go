@@ -17,8 +17,8 @@ func init() {
 	register("uneven_work", "2 uneven batches (100, 150) of CPU-bound goroutines; ms", nil, unevenWork)
 	register("chain", "100k goroutines chained by unbuffered channels; creation and drain, ms",
 		[]string{"chain_create", "chain_drain"}, chain)
-	register("mass_release", "1M goroutines parked on one channel, released by close; ms",
-		[]string{"mass_create", "mass_release"}, massRelease)
+	register("mass_release", "1M goroutines parked on one channel, released by close; ms, bytes/goroutine",
+		[]string{"mass_create", "mass_rss_per_g"}, massRelease)
 }
 
 // Go's BenchmarkCreateGoroutinesSingle.
@@ -150,28 +150,39 @@ func chain() {
 	result("chain_drain", float64(drain.Nanoseconds())/1e6, "ms")
 }
 
-// 1M goroutines parked on one channel, released by close.
+// 1M goroutines parked on one channel, released by close; mass_rss_per_g is
+// RSS (statm) plus page tables (VmPTE) grown per goroutine while all are
+// parked (see sched_bench.cpp).
 func massRelease() {
 	const n = 1000000
 	gate := make(chan struct{})
 	var arrived, finished sync.WaitGroup
+	var released uint64
 	arrived.Add(n)
 	finished.Add(n)
+	rss0, pte0 := rssBytes(), pageTableBytes()
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		go func() {
 			arrived.Done()
 			<-gate
+			atomic.AddUint64(&released, 1)
 			finished.Done()
 		}()
 	}
 	arrived.Wait()
 	create := time.Since(t0)
+	rss1, pte1 := rssBytes(), pageTableBytes()
 	t1 := time.Now()
 	close(gate)
 	finished.Wait()
 	release := time.Since(t1)
-	check("mass_release", n)
+	rssPerG := (float64(rss1) - float64(rss0)) / n
+	ptePerG := (float64(pte1) - float64(pte0)) / n
+	note("mass_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; rss before %d MiB, parked %d MiB; page tables parked %d MiB",
+		rssPerG, ptePerG, rss0>>20, rss1>>20, pte1>>20)
+	check("mass_release", atomic.LoadUint64(&released))
 	result("mass_create", float64(create.Nanoseconds())/1e6, "ms")
 	result("mass_release", float64(release.Nanoseconds())/1e6, "ms")
+	result("mass_rss_per_g", rssPerG+ptePerG, "bytes/goroutine")
 }
