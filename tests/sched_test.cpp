@@ -38,6 +38,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using goro_test::deadline;
+using goro_test::min_procs;
 using goro_test::scaled;
 
 // The kernel thread id. Not std::this_thread::get_id(): glibc declares
@@ -51,20 +52,6 @@ int procs() {
   goro::run([&] { n = goro::gomaxprocs(); });
   return n;
 }
-
-// Inside a goroutine: raises gomaxprocs to at least n for the scope and puts
-// the previous value back at its end (also when an ASSERT returns early).
-struct min_procs {
-  int old;
-  explicit min_procs(int n) : old(goro::gomaxprocs()) {
-    if (old < n) goro::gomaxprocs(n);
-  }
-  ~min_procs() {
-    if (goro::gomaxprocs() != old) goro::gomaxprocs(old);
-  }
-  min_procs(const min_procs&) = delete;
-  min_procs& operator=(const min_procs&) = delete;
-};
 
 // CPUs in this process's affinity mask.
 int affinity_cpus() {

@@ -128,14 +128,7 @@ TEST(Select, NonblockSelectRace2) {
 // the two sides always can run in parallel.
 void nonblock_select_race_parallel(bool close_c2) {
   int n = scaled(100000, 5000);
-  const int old_procs = goro::gomaxprocs();
-  if (old_procs < 2) goro::gomaxprocs(2);
-  struct restore_procs {
-    int old;
-    ~restore_procs() {
-      if (goro::gomaxprocs() != old) goro::gomaxprocs(old);
-    }
-  } restore{old_procs};
+  goro_test::min_procs two(2);
   struct shared {
     std::atomic<int> round{0};
     std::atomic<int> finished{0};

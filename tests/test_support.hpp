@@ -91,6 +91,21 @@ bool eventually(Pred pred, std::chrono::milliseconds limit =
   return true;
 }
 
+// Inside a goroutine: raises gomaxprocs to at least n for the scope and puts
+// the previous value back at its end (also when an ASSERT returns early), so
+// a test that needs parallelism runs at any GOMAXPROCS instead of skipping.
+struct min_procs {
+  int old;
+  explicit min_procs(int n) : old(goro::gomaxprocs()) {
+    if (old < n) goro::gomaxprocs(n);
+  }
+  ~min_procs() {
+    if (goro::gomaxprocs() != old) goro::gomaxprocs(old);
+  }
+  min_procs(const min_procs&) = delete;
+  min_procs& operator=(const min_procs&) = delete;
+};
+
 // A numeric field of /proc/self/status ("Threads:", "VmRSS:" in KiB), or
 // -1 when it is missing.
 inline long proc_status(const char* field) {

@@ -58,10 +58,6 @@ void gfput_or_free(P* pp, G* gp) {
   }
 }
 
-}  // namespace goro::rt
-
-namespace goro::rt {
-
 G* gfget_nostack(P* pp) {
   if (pp == nullptr) return galloc();
   if (pp->gnostack.empty()) gnostack_refill(&pp->gnostack, 32);
@@ -70,9 +66,7 @@ G* gfget_nostack(P* pp) {
 
 void gfput_nostack(P* pp, G* gp) {
   if (pp == nullptr) {
-    g_list one;
-    one.push(gp);
-    gnostack_spill(&one, 0);
+    gnostack_put(gp);
     return;
   }
   pp->gnostack.push(gp);

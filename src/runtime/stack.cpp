@@ -320,6 +320,11 @@ void gnostack_refill(g_list* dst, std::int32_t n) {
   }
 }
 
+void gnostack_put(G* gp) {
+  lock_guard lk(gslab_lock);
+  gnostack.push(gp);
+}
+
 void gnostack_spill(g_list* src, std::int32_t keep) {
   lock_guard lk(gslab_lock);
   while (src->size > keep) gnostack.push(src->pop());
@@ -373,8 +378,7 @@ void stackfree(G* gp) {
   nstacks.fetch_sub(1, std::memory_order_relaxed);
   nstack_bytes.fetch_sub(gp->stk.map_size, std::memory_order_relaxed);
   gp->stk = stack{};
-  lock_guard lk(gslab_lock);
-  gnostack.push(gp);
+  gnostack_put(gp);
 }
 
 stack_counts read_stack_counts() {

@@ -79,6 +79,8 @@ G* galloc();
 // once per batch): refill `dst` up to n Gs, or spill `src` down to `keep`.
 void gnostack_refill(g_list* dst, std::int32_t n);
 void gnostack_spill(g_list* src, std::int32_t keep);
+// Puts one stackless G on the global list.
+void gnostack_put(G* gp);
 // A fresh stack of the default size, carved from a chunk, guard installed.
 stack stackalloc();
 // A G with a fresh stack of `size` bytes (0: the default size).
