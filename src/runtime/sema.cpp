@@ -22,8 +22,10 @@ namespace {
 // address costs O(log n) in the number of distinct addresses waiting on the
 // root, not O(n) in the waiters (a million goroutines on one mutex must not
 // slow down a release of another address that hashes to the same root).
-// Further waiters on the node's address form a FIFO through kwaitnext; the
-// node keeps the tail. All under the root's lock.
+// Further waiters on the node's address form a FIFO. All under the root's
+// lock. The sudog fields, as in Go: prev/next are the left/right children,
+// c the parent, ticket the priority, waitlink the next waiter on the
+// address and wakelink (in the node) the tail of that FIFO.
 struct sema_root {
   mutex lock{lock_rank::sema_root};
   std::atomic<std::uint32_t> nwait{0};
@@ -36,51 +38,56 @@ struct sema_root {
     rand ^= rand << 5;
     return rand | 1;
   }
+  static sudog* up(const sudog* s) { return static_cast<sudog*>(s->c); }
+  static void set_up(sudog* s, sudog* parent) { s->c = parent; }
   static bool less(const void* a, const void* b) {
     return reinterpret_cast<std::uintptr_t>(a) <
            reinterpret_cast<std::uintptr_t>(b);
   }
   // The link that points at `s` (its parent's child slot, or the root).
   sudog** slot_of(sudog* s) {
-    if (s->tparent == nullptr) return &treap;
-    return s->tparent->tleft == s ? &s->tparent->tleft : &s->tparent->tright;
+    sudog* p = up(s);
+    if (p == nullptr) return &treap;
+    return p->prev == s ? &p->prev : &p->next;
   }
   // Rotations keep the address order and move `x` one level down.
   void rotate_left(sudog* x) {  // x's right child takes its place
-    sudog* y = x->tright;
+    sudog* y = x->next;
     sudog** link = slot_of(x);
-    x->tright = y->tleft;
-    if (y->tleft) y->tleft->tparent = x;
-    y->tleft = x;
-    y->tparent = x->tparent;
-    x->tparent = y;
+    x->next = y->prev;
+    if (y->prev) set_up(y->prev, x);
+    y->prev = x;
+    set_up(y, up(x));
+    set_up(x, y);
     *link = y;
   }
   void rotate_right(sudog* x) {  // x's left child takes its place
-    sudog* y = x->tleft;
+    sudog* y = x->prev;
     sudog** link = slot_of(x);
-    x->tleft = y->tright;
-    if (y->tright) y->tright->tparent = x;
-    y->tright = x;
-    y->tparent = x->tparent;
-    x->tparent = y;
+    x->prev = y->next;
+    if (y->next) set_up(y->next, x);
+    y->next = x;
+    set_up(y, up(x));
+    set_up(x, y);
     *link = y;
   }
   // Makes `t` take node `s`'s place in the treap.
   void replace(sudog* s, sudog* t) {
     *slot_of(s) = t;
-    t->tparent = s->tparent;
-    t->tleft = s->tleft;
-    t->tright = s->tright;
-    t->prio = s->prio;
-    if (t->tleft) t->tleft->tparent = t;
-    if (t->tright) t->tright->tparent = t;
-    s->tparent = s->tleft = s->tright = nullptr;
+    set_up(t, up(s));
+    t->prev = s->prev;
+    t->next = s->next;
+    t->ticket = s->ticket;
+    if (t->prev) set_up(t->prev, t);
+    if (t->next) set_up(t->next, t);
+    set_up(s, nullptr);
+    s->prev = s->next = nullptr;
   }
 
   void queue(sudog* s, bool lifo) {
-    s->tparent = s->tleft = s->tright = nullptr;
-    s->kwaitnext = s->kwaittail = nullptr;
+    set_up(s, nullptr);
+    s->prev = s->next = nullptr;
+    s->waitlink = s->wakelink = nullptr;
     sudog* parent = nullptr;
     sudog** link = &treap;
     while (sudog* n = *link) {
@@ -88,55 +95,58 @@ struct sema_root {
         if (lifo) {
           // s becomes the node; the old node heads its FIFO.
           replace(n, s);
-          s->kwaitnext = n;
-          s->kwaittail = n->kwaittail != nullptr ? n->kwaittail : n;
-          n->kwaittail = nullptr;
+          s->waitlink = n;
+          s->wakelink = n->wakelink != nullptr ? n->wakelink : n;
+          n->wakelink = nullptr;
         } else {
-          if (n->kwaittail == nullptr)
-            n->kwaitnext = s;
+          if (n->wakelink == nullptr)
+            n->waitlink = s;
           else
-            n->kwaittail->kwaitnext = s;
-          n->kwaittail = s;
+            n->wakelink->waitlink = s;
+          n->wakelink = s;
         }
         return;
       }
       parent = n;
-      link = less(s->key, n->key) ? &n->tleft : &n->tright;
+      link = less(s->key, n->key) ? &n->prev : &n->next;
     }
     // A new address: a leaf, then up while its priority is smaller.
-    s->tparent = parent;
-    s->prio = next_prio();
+    set_up(s, parent);
+    s->ticket = next_prio();
     *link = s;
-    while (s->tparent != nullptr && s->tparent->prio > s->prio) {
-      if (s->tparent->tleft == s)
-        rotate_right(s->tparent);
+    while (up(s) != nullptr && up(s)->ticket > s->ticket) {
+      if (up(s)->prev == s)
+        rotate_right(up(s));
       else
-        rotate_left(s->tparent);
+        rotate_left(up(s));
     }
   }
 
+  // Removes and returns the first waiter on `key`, with ticket 0 (the
+  // releaser sets it to 1 for a hand-off).
   sudog* dequeue(const void* key) {
     sudog* s = treap;
     while (s != nullptr && s->key != key)
-      s = less(key, s->key) ? s->tleft : s->tright;
+      s = less(key, s->key) ? s->prev : s->next;
     if (s == nullptr) return nullptr;
-    if (sudog* t = s->kwaitnext) {
+    if (sudog* t = s->waitlink) {
       // The next waiter on this address becomes the node.
       replace(s, t);
-      t->kwaittail = t->kwaitnext != nullptr ? s->kwaittail : nullptr;
+      t->wakelink = t->waitlink != nullptr ? s->wakelink : nullptr;
     } else {
       // Rotate s down to a leaf (smaller-priority child up), then unlink.
-      while (s->tleft != nullptr || s->tright != nullptr) {
-        if (s->tright == nullptr ||
-            (s->tleft != nullptr && s->tleft->prio < s->tright->prio))
+      while (s->prev != nullptr || s->next != nullptr) {
+        if (s->next == nullptr ||
+            (s->prev != nullptr && s->prev->ticket < s->next->ticket))
           rotate_right(s);
         else
           rotate_left(s);
       }
       *slot_of(s) = nullptr;
-      s->tparent = nullptr;
+      set_up(s, nullptr);
     }
-    s->kwaitnext = s->kwaittail = nullptr;
+    s->waitlink = s->wakelink = nullptr;
+    s->ticket = 0;
     return s;
   }
 };

@@ -28,15 +28,12 @@ struct sudog {
   sudog** winner = nullptr;
   sudog* waitlink = nullptr;  // a select's sudogs, in lock order
   sudog* wakelink = nullptr;  // close's list of waiters to wake
-  // Semaphore waits (sema.cpp): the root's treap of distinct addresses
-  // (parent, left, right, heap priority) and this address's FIFO of
-  // further waiters (kwaitnext; the treap node keeps the tail).
-  sudog* tparent = nullptr;
-  sudog* tleft = nullptr;
-  sudog* tright = nullptr;
-  sudog* kwaitnext = nullptr;
-  sudog* kwaittail = nullptr;
-  std::uint32_t prio = 0;
+  // Semaphore waits (sema.cpp) reuse the channel fields, as Go does: prev
+  // and next are the treap node's left and right children, c its parent,
+  // waitlink the next waiter on the same address and wakelink (in the
+  // node) the tail of that list; ticket is the node's heap priority while
+  // it is queued. (Every channel wait zeroes a sudog: no field of its own,
+  // so that stays a few stores rather than a rep stos.)
   std::uint32_t ticket = 0;  // 1: the semaphore was handed to us
   bool success = false;      // woken by a real send/recv, not by close
   bool is_select = false;
