@@ -185,7 +185,7 @@ struct routine_cov {
   long checks = 0;
   long goroutine_side = 0;      // states checked on a goroutine's stack
   long g0_side = 0;             // states checked on g0
-  bool exited = false;          // left through its final call or ret
+  bool exited = false;          // left through its final call, ret or jump
   std::uintptr_t exit_end = 0;  // offset just past that instruction
 };
 
@@ -497,14 +497,17 @@ void on_trap(int, siginfo_t*, void* ucv) {
   const int ri = routine_of(rip);
   const int pi = tr.prev_routine;
   if (pi >= 0 && ri != pi) {
-    // Left routine pi: through a call (the return address is pushed) or
-    // through goro_gogo's ret.
+    // Left routine pi: through a call (the return address is pushed),
+    // a ret, or goro_gogo's final indirect jump through a register
+    // (FF /4 with a register operand: two bytes, rsp unchanged).
+    const auto* op = reinterpret_cast<const unsigned char*>(tr.prev_rip);
     std::uintptr_t end = 0;
     if (rsp == tr.prev_rsp - 8)
       end = *reinterpret_cast<std::uintptr_t*>(rsp);
-    else if (rsp == tr.prev_rsp + 8 &&
-             *reinterpret_cast<const unsigned char*>(tr.prev_rip) == 0xC3)
+    else if (rsp == tr.prev_rsp + 8 && op[0] == 0xC3)
       end = tr.prev_rip + 1;
+    else if (rsp == tr.prev_rsp && op[0] == 0xFF && (op[1] & 0xF8) == 0xE0)
+      end = tr.prev_rip + 2;
     if (end == 0) {
       fail(pi, tr.prev_rip - cov[pi].r.lo, "left the routine unexpectedly", rip,
            nullptr);
@@ -695,7 +698,7 @@ TEST(SwitchCfi, BacktraceFromEveryInstructionOfTheSwitch) {
     std::uintptr_t first = 0;
     while (first < size && !c.seen[first]) first++;
     if (i == r_gstart) {
-      // Entered where goro_gogo's ret lands: at most a few bytes in.
+      // Entered where goro_gogo's jump lands: at most a few bytes in.
       EXPECT_LT(first, 4u);
     } else {
       EXPECT_EQ(first, 0u) << "entry not stepped";

@@ -121,7 +121,14 @@ goro_gogo:
 	popq	%rbp
 	.cfi_adjust_cfa_offset -8
 	.cfi_restore %rbp
-	ret
+	// An indirect jump, not ret: the return stack buffer holds g0's calls,
+	// so a ret here would mispredict on every switch; the branch target
+	// buffer learns a jump's usual destination (the resume point in
+	// mcall_impl). rcx is caller-saved, dead at a call's return.
+	popq	%rcx
+	.cfi_adjust_cfa_offset -8
+	.cfi_register %rip, %rcx
+	jmp	*%rcx
 	.cfi_endproc
 	.size	goro_gogo, .-goro_gogo
 

@@ -117,13 +117,22 @@ void mcall_dying(void (*fn)(void*)) {
 
 void gosched_m(void* arg) {
   // Go's goschedImpl: a yield (Gosched) and a preemption both put the
-  // goroutine at the tail of the global queue.
+  // goroutine at the tail of the global queue, behind everything queued
+  // anywhere. While the global queue is empty the tail of the local queue
+  // gives the same order on this P (schedule drains the local queue
+  // before it takes from an empty-but-refilled global one, and any other
+  // P can still steal it), without taking sched.lock twice per yield.
+  // The relaxed read may be stale: a G that lands in the global queue
+  // concurrently is found at the 1-in-61 fairness check or when the local
+  // queue runs dry, as any global G is.
   G* gp = static_cast<G*>(arg);
   M* mp = getm();
   san_enter_g0(mp);
   casgstatus(gp, g_running, g_runnable);
   dropg(mp, gp);
-  {
+  if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
+    runqput(mp->p, gp, false);
+  } else {
     lock_guard lk(sched.lock);
     globrunqput(gp);
   }
