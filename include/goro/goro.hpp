@@ -4,6 +4,8 @@
 #include <goro/chan.hpp>
 #include <goro/context.hpp>
 #include <goro/debug.hpp>
+#include <goro/fd.hpp>
+#include <goro/net.hpp>
 #include <goro/runtime.hpp>
 #include <goro/select.hpp>
 #include <goro/sync.hpp>

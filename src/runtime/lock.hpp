@@ -28,18 +28,20 @@ void osyield();
 // holds in M.locks, and make a goroutine switch with a runtime lock held a
 // fatal error; release builds compile all of it away.
 enum class lock_rank : std::uint8_t {
-  timer_user = 10,   // timer.mu: serialises stop/reset of one timer
-  hchan = 20,        // a channel (several at once: select, address order)
-  sema_root = 30,    // a semaphore wait-list root (sema.cpp)
-  notify_list = 30,  // a cond's notify list
-  semaphore = 30,    // goro::semaphore (weighted)
-  sched = 40,        // sched.lock: idle lists, global queue, M accounting
-  gfree = 50,        // sched.gfree.lock: the global dead-G cache
-  timers = 50,       // a P's timer heap (two at once when Ps are merged)
-  gslab = 55,        // the G slab allocator (registers new Gs in allgs)
-  allg = 60,         // allglock: the list of all Gs
-  stack = 70,        // stack chunk and G slab allocators
-  leaf = 255,        // nothing may be acquired after it
+  poll_deadline = 5,  // poll_desc.dlock: deadline changes of one descriptor
+  timer_user = 10,    // timer.mu: serialises stop/reset of one timer
+  hchan = 20,         // a channel (several at once: select, address order)
+  sema_root = 30,     // a semaphore wait-list root (sema.cpp)
+  notify_list = 30,   // a cond's notify list
+  semaphore = 30,     // goro::semaphore (weighted)
+  sched = 40,         // sched.lock: idle lists, global queue, M accounting
+  gfree = 50,         // sched.gfree.lock: the global dead-G cache
+  timers = 50,        // a P's timer heap (two at once when Ps are merged)
+  gslab = 55,         // the G slab allocator (registers new Gs in allgs)
+  allg = 60,          // allglock: the list of all Gs
+  stack = 70,         // stack chunk and G slab allocators
+  pollcache = 75,     // the poll_desc free list
+  leaf = 255,         // nothing may be acquired after it
 };
 
 #ifndef NDEBUG

@@ -1,7 +1,10 @@
-// netpoll_epoll.cpp: the Linux poller: one epoll instance plus an eventfd
-// that breaks a blocked epoll_wait (Go 1.21+'s netpollBreak).
+// netpoll_epoll.cpp: the Linux poller: one epoll instance, descriptors
+// registered once and edge-triggered, plus an eventfd that breaks a
+// blocked epoll_wait (Go 1.21+'s netpollBreak).
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,7 +23,49 @@ int epfd = -1;
 int breakfd = -1;
 // 1 while a break is pending in the eventfd: repeated breaks coalesce.
 std::atomic<std::uint32_t> wake_sig{0};
+// epoll_pwait2 (Linux 5.11+) takes a timespec: sub-millisecond waits
+// without rounding up to 1 ms. Cleared on ENOSYS.
+std::atomic<bool> have_pwait2{true};
+
+// The epoll user data: the poll_desc pointer (47 bits on x86-64 user
+// space) tagged with the low 16 bits of its fdseq in the top 16.
+constexpr int tag_shift = 48;
+std::uint64_t tagged(poll_desc* pd) {
+  return reinterpret_cast<std::uint64_t>(pd) |
+         (std::uint64_t(pd->fdseq.load(std::memory_order_relaxed) & 0xffff)
+          << tag_shift);
+}
+
+int epoll_wait_ns(struct epoll_event* events, int max, std::int64_t delay,
+                  int waitms) {
+  if (delay > 0 && delay < 1000000 &&
+      have_pwait2.load(std::memory_order_relaxed)) {
+#ifdef SYS_epoll_pwait2
+    struct timespec ts {
+      0, long(delay)
+    };
+    long n = syscall(SYS_epoll_pwait2, epfd, events, max, &ts, nullptr, 0);
+    if (n >= 0 || errno != ENOSYS) return int(n);
+#endif
+    have_pwait2.store(false, std::memory_order_relaxed);
+  }
+  return epoll_wait(epfd, events, max, waitms);
+}
 }  // namespace
+
+int netpollopen(int fd, poll_desc* pd) {
+  struct epoll_event ev {};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u64 = tagged(pd);
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
+  return 0;
+}
+
+void netpollclose(int fd) {
+  struct epoll_event ev {};
+  // ENOENT/EBADF: the caller closed or never registered it; nothing to do.
+  (void)epoll_ctl(epfd, EPOLL_CTL_DEL, fd, &ev);
+}
 
 void netpollinit() {
   epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -35,8 +80,6 @@ void netpollinit() {
 }
 
 bool netpollinited() { return epfd >= 0; }
-
-bool netpoll_any_waiters() { return false; }
 
 void netpollbreak() {
   std::uint32_t zero = 0;
@@ -67,7 +110,7 @@ g_queue netpoll(std::int64_t delay) {
     waitms = 1000000000;
   struct epoll_event events[128];
   for (;;) {
-    int n = epoll_wait(epfd, events, 128, waitms);
+    int n = epoll_wait_ns(events, 128, delay, waitms);
     if (n < 0) {
       if (errno != EINTR) fatal("runtime: epoll_wait failed");
       if (waitms > 0) return ready;  // let the caller recompute timers
@@ -85,7 +128,21 @@ g_queue netpoll(std::int64_t delay) {
         }
         continue;
       }
-      // (descriptor readiness: with goro::net)
+      std::uint32_t ev = events[i].events;
+      int mode = 0;
+      if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
+      if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
+      if (mode == 0) continue;
+      std::uint64_t data = events[i].data.u64;
+      auto* pd = reinterpret_cast<poll_desc*>(
+          data & ((std::uint64_t{1} << tag_shift) - 1));
+      // Stale: the descriptor was closed and its poll_desc reused since
+      // this event was queued.
+      if (std::uint32_t(data >> tag_shift) !=
+          (pd->fdseq.load(std::memory_order_relaxed) & 0xffff))
+        continue;
+      pd->everr.store(ev == EPOLLERR, std::memory_order_release);
+      netpollready(&ready, pd, mode);
     }
     return ready;
   }

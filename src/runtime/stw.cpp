@@ -9,10 +9,12 @@
 
 #include "runtime/globrunq.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/netpoll.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
 #include "runtime/sema.hpp"
 #include "runtime/steal.hpp"
 #include "runtime/sysmon.hpp"
@@ -170,6 +172,11 @@ void stop_the_world() {
 
 void start_the_world(std::int32_t newprocs) {
   M* mp = getm();
+  // Readiness that arrived while the world was stopped (nobody could
+  // poll): collect it now; injectglist below queues it (Go's
+  // startTheWorldWithSema polls first too).
+  g_queue polled;
+  if (netpollinited()) polled = netpoll(0);
   sched.lock.lock();
   std::int32_t n = newprocs > 0 ? newprocs : gomaxprocs_now();
   P* runnable = procresize(n);
@@ -195,6 +202,7 @@ void start_the_world(std::int32_t newprocs) {
       sched.lock.lock();
     }
   }
+  injectglist(&polled);
   wakep();
   semrelease(&worldsema);
 }

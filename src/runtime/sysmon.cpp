@@ -11,12 +11,14 @@
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
+#include "runtime/netpoll.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/preempt.hpp"
 #include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/schedtrace.hpp"
+#include "runtime/schedule.hpp"
 #include "runtime/stack.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/timers.hpp"
@@ -142,6 +144,27 @@ void* sysmon(void*) {
         now = nanotime();
       }
       sched.lock.unlock();
+    }
+    // Poll the network if nobody has for 10 ms (every P busy running):
+    // otherwise ready descriptors would wait until some P runs dry.
+    std::int64_t lastpoll = sched.last_poll.load();
+    if (netpollinited() && lastpoll != 0 && lastpoll + 10 * 1000 * 1000 < now) {
+      sched.last_poll.compare_exchange_strong(lastpoll, now);
+      g_queue list = netpoll(0);
+      if (!list.empty()) {
+        // Counted as a running M while injecting (Go's sysmon does the
+        // same): injectglist may start Ms, and checkdead must not see the
+        // readied goroutines with no thread running.
+        {
+          lock_guard lk(sched.lock);
+          incidlelocked(-1);
+        }
+        injectglist(&list);
+        {
+          lock_guard lk(sched.lock);
+          incidlelocked(1);
+        }
+      }
     }
     if (retake(now) != 0)
       idle = 0;

@@ -1,0 +1,246 @@
+// fd.cpp: goro::fd, a descriptor in the network poller (Go's
+// internal/poll.FD on Unix): non-blocking I/O that parks on EAGAIN, a
+// reference count that keeps the descriptor number alive until every
+// operation using it has returned, and deadlines.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <goro/fd.hpp>
+#include <stdexcept>
+#include <system_error>
+
+#include "net/fd_internal.hpp"
+#include "runtime/netpoll.hpp"
+
+namespace goro {
+
+deadline_exceeded::deadline_exceeded()
+    : std::system_error(std::make_error_code(std::errc::timed_out),
+                        "i/o timeout") {}
+
+closed_error::closed_error()
+    : std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
+                        "use of closed network connection") {}
+
+namespace detail {
+
+namespace {
+
+// The last reference: unregister, then close (unless released).
+void destroy(fd_state* s) {
+  rt::poll_close(s->pd);
+  s->pd = nullptr;
+  if (!s->released) {
+    // Linux closes the descriptor even when close() reports EINTR: never
+    // retry (the number may already be someone else's).
+    ::close(s->sysfd);
+  }
+}
+
+}  // namespace
+
+fd_state* state_of(goro::fd& f) { return f.s_; }
+
+void fd_decref(fd_state* s) {
+  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(s);
+}
+
+fd_ref::fd_ref(fd_state* s) : s_(s) {
+  if (s == nullptr) throw closed_error();
+  // Never from 0: the descriptor is gone once the count reached it.
+  std::uint32_t r = s->refs.load(std::memory_order_relaxed);
+  do {
+    if (r == 0) throw closed_error();
+  } while (!s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire));
+  if (s->closing.load(std::memory_order_acquire)) {
+    fd_decref(s);
+    throw closed_error();
+  }
+}
+
+fd_ref::~fd_ref() { fd_decref(s_); }
+
+void throw_poll_error(fd_state* s, int err, const char* what) {
+  switch (err) {
+    case rt::poll_err_closing:
+      throw closed_error();
+    case rt::poll_err_timeout:
+      throw deadline_exceeded();
+    default: {
+      // EPOLLERR alone: the socket's pending error says what happened.
+      int soerr = 0;
+      socklen_t len = sizeof soerr;
+      if (getsockopt(s->sysfd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0 ||
+          soerr == 0)
+        soerr = EIO;
+      throw std::system_error(soerr, std::system_category(), what);
+    }
+  }
+}
+
+void fd_prepare(fd_state* s, int mode, const char* what) {
+  if (int err = rt::poll_reset(s->pd, mode); err != rt::poll_ok)
+    throw_poll_error(s, err, what);
+}
+
+void fd_wait(fd_state* s, int mode, const char* what) {
+  if (int err = rt::poll_wait(s->pd, mode); err != rt::poll_ok)
+    throw_poll_error(s, err, what);
+}
+
+}  // namespace detail
+
+using detail::fd_ref;
+using detail::fd_state;
+
+fd::fd(int sysfd) {
+  if (sysfd < 0) throw std::invalid_argument("goro::fd: negative descriptor");
+  int fl = fcntl(sysfd, F_GETFL);
+  if (fl < 0)
+    throw std::system_error(errno, std::system_category(), "goro::fd: fcntl");
+  if ((fl & O_NONBLOCK) == 0 && fcntl(sysfd, F_SETFL, fl | O_NONBLOCK) != 0)
+    throw std::system_error(errno, std::system_category(), "goro::fd: fcntl");
+  struct stat st;
+  bool sock = fstat(sysfd, &st) == 0 && S_ISSOCK(st.st_mode);
+  rt::poll_desc* pd = rt::poll_open(sysfd);
+  if (pd == nullptr)
+    throw std::system_error(
+        errno, std::system_category(),
+        "goro::fd: cannot poll this descriptor (epoll_ctl)");
+  s_ = new fd_state;
+  s_->sysfd = sysfd;
+  s_->pd = pd;
+  s_->is_socket = sock;
+}
+
+fd::fd(fd&& other) noexcept : s_(other.s_) { other.s_ = nullptr; }
+
+fd& fd::operator=(fd&& other) noexcept {
+  if (this != &other) {
+    close();
+    delete s_;
+    s_ = other.s_;
+    other.s_ = nullptr;
+  }
+  return *this;
+}
+
+fd::~fd() {
+  close();
+  delete s_;
+}
+
+int fd::get() const noexcept {
+  if (s_ == nullptr || s_->closing.load(std::memory_order_acquire)) return -1;
+  return s_->sysfd;
+}
+
+void fd::close() noexcept {
+  if (s_ == nullptr) return;
+  if (s_->closing.exchange(true, std::memory_order_acq_rel)) return;
+  // Wake every waiter (they fail with closed_error and drop their
+  // references), then drop the open reference: the descriptor is closed
+  // by whoever holds the last one.
+  rt::poll_unblock(s_->pd);
+  detail::fd_decref(s_);
+}
+
+int fd::release() {
+  if (s_ == nullptr || s_->closing.exchange(true, std::memory_order_acq_rel))
+    throw closed_error();
+  s_->released = true;
+  rt::poll_unblock(s_->pd);
+  int sysfd = s_->sysfd;
+  detail::fd_decref(s_);
+  return sysfd;
+}
+
+std::size_t fd::read(void* buf, std::size_t n) {
+  fd_ref ref(s_);
+  if (n == 0) return 0;
+  detail::fd_prepare(s_, 'r', "read");
+  for (;;) {
+    ssize_t r = ::read(s_->sysfd, buf, n);
+    if (r >= 0) return std::size_t(r);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN)
+      throw std::system_error(errno, std::system_category(), "read");
+    detail::fd_wait(s_, 'r', "read");
+  }
+}
+
+std::size_t fd::read_full(void* buf, std::size_t n) {
+  std::size_t got = 0;
+  while (got < n) {
+    std::size_t r = read(static_cast<char*>(buf) + got, n - got);
+    if (r == 0) break;
+    got += r;
+  }
+  return got;
+}
+
+std::size_t fd::write(const void* buf, std::size_t n) {
+  fd_ref ref(s_);
+  detail::fd_prepare(s_, 'w', "write");
+  std::size_t done = 0;
+  while (done < n) {
+    const char* p = static_cast<const char*>(buf) + done;
+    // Sockets: MSG_NOSIGNAL, so a closed peer is EPIPE and never SIGPIPE.
+    ssize_t r = s_->is_socket ? ::send(s_->sysfd, p, n - done, MSG_NOSIGNAL)
+                              : ::write(s_->sysfd, p, n - done);
+    if (r >= 0) {
+      done += std::size_t(r);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN)
+      throw std::system_error(errno, std::system_category(), "write");
+    detail::fd_wait(s_, 'w', "write");
+  }
+  return done;
+}
+
+void fd::wait_readable() {
+  fd_ref ref(s_);
+  detail::fd_prepare(s_, 'r', "wait_readable");
+  detail::fd_wait(s_, 'r', "wait_readable");
+}
+
+void fd::wait_writable() {
+  fd_ref ref(s_);
+  detail::fd_prepare(s_, 'w', "wait_writable");
+  detail::fd_wait(s_, 'w', "wait_writable");
+}
+
+namespace {
+// steady_clock is CLOCK_MONOTONIC, nanotime()'s clock; time_point{} is
+// "no deadline" (Go's zero Time).
+std::int64_t to_nanotime(fd::time_point t) {
+  if (t == fd::time_point{}) return 0;
+  std::int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch())
+          .count();
+  return ns > 0 ? ns : 1;  // before the clock's start: long past
+}
+}  // namespace
+
+void fd::set_deadline(time_point t) {
+  fd_ref ref(s_);
+  rt::poll_set_deadline(s_->pd, to_nanotime(t), 'r' + 'w');
+}
+
+void fd::set_read_deadline(time_point t) {
+  fd_ref ref(s_);
+  rt::poll_set_deadline(s_->pd, to_nanotime(t), 'r');
+}
+
+void fd::set_write_deadline(time_point t) {
+  fd_ref ref(s_);
+  rt::poll_set_deadline(s_->pd, to_nanotime(t), 'w');
+}
+
+}  // namespace goro
