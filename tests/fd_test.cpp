@@ -215,3 +215,24 @@ TEST(Fd, LargeWriteThatOnlyPartlyFitsParksUntilDrained) {
     EXPECT_EQ(std::memcmp(in.data(), out.data(), size), 0);
   });
 }
+
+// A goroutine waiting on a descriptor is not a deadlock: the thread
+// blocked in the poller counts as running (as in Go), even when every
+// goroutine waits and sysmon runs its idle-time deadlock check.
+TEST(Fd, WaitingOnlyOnIoIsNotADeadlock) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  goro::fd r(p[0]);
+  std::thread writer([w = p[1]] {
+    // Long enough for several of sysmon's 100 ms idle checks.
+    std::this_thread::sleep_for(350ms);
+    EXPECT_EQ(::write(w, "k", 1), 1);
+    ::close(w);
+  });
+  goro::run([&] {
+    char c = 0;
+    EXPECT_EQ(r.read(&c, 1), 1u);
+    EXPECT_EQ(c, 'k');
+  });
+  writer.join();
+}

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <goro/runtime.hpp>
 #include <new>
 
 #include "runtime/mstart.hpp"
@@ -213,6 +214,9 @@ void set_one(poll_desc* pd, int mode, std::int64_t d) {
 }  // namespace
 
 poll_desc* poll_open(int fd) {
+  // The poller is part of the runtime: a descriptor wrapped before
+  // anything else used goro starts it with the defaults.
+  if (!runtime_started.load(std::memory_order_acquire)) detail::ensure_started(nullptr);
   poll_desc* pd = pd_alloc();
   {
     std::uintptr_t r = pd->rg.load(), w = pd->wg.load();
