@@ -1,0 +1,69 @@
+// udpsock.cpp: datagram sockets, UDP and Unix (Go's net/udpsock.go,
+// udpsock_posix.go, unixsock.go's datagram half).
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <goro/net.hpp>
+
+#include "net/fd_internal.hpp"
+#include "net/sock.hpp"
+
+namespace goro::net {
+
+std::size_t packet_conn::recv_from(void* buf, std::size_t n, addr* from) {
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
+  goro::detail::fd_prepare(s, 'r', "recvfrom");
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    ssize_t r =
+        ::recvfrom(s->sysfd, buf, n, 0, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (r >= 0) {
+      if (from != nullptr) *from = addr(reinterpret_cast<sockaddr*>(&ss), len);
+      return std::size_t(r);
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) detail::throw_errno(errno, "recvfrom");
+    goro::detail::fd_wait(s, 'r', "recvfrom");
+  }
+}
+
+std::size_t packet_conn::send_to(const void* buf, std::size_t n,
+                                 const addr& to) {
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
+  goro::detail::fd_prepare(s, 'w', "sendto");
+  for (;;) {
+    ssize_t r = ::sendto(s->sysfd, buf, n, MSG_NOSIGNAL, to.data(), to.size());
+    if (r >= 0) return std::size_t(r);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) detail::throw_errno(errno, "sendto");
+    goro::detail::fd_wait(s, 'w', "sendto");
+  }
+}
+
+std::size_t packet_conn::write(const void* buf, std::size_t n) {
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
+  goro::detail::fd_prepare(s, 'w', "send");
+  for (;;) {
+    ssize_t r = ::send(s->sysfd, buf, n, MSG_NOSIGNAL);
+    if (r >= 0) return std::size_t(r);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) detail::throw_errno(errno, "send");
+    goro::detail::fd_wait(s, 'w', "send");
+  }
+}
+
+addr packet_conn::local_addr() const {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int sfd = const_cast<goro::fd&>(fd_).get();
+  if (sfd < 0) throw goro::closed_error();
+  if (getsockname(sfd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
+    detail::throw_errno(errno, "getsockname");
+  return addr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+}  // namespace goro::net
