@@ -93,7 +93,10 @@ class fd {
   std::size_t write(const void* buf, std::size_t n);
 
   // Parks until the descriptor is readable / writable (for descriptors the
-  // caller reads itself: eventfd, signalfd, accept, connect).
+  // caller reads itself: eventfd, signalfd, accept, connect). Call it after
+  // your own read/write/connect reported EAGAIN/EINPROGRESS, and retry that
+  // call: the wait may also return for readiness that arrived before it
+  // (edge-triggered polling never loses one, but may report one twice).
   void wait_readable();
   void wait_writable();
 

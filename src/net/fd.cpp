@@ -204,15 +204,18 @@ std::size_t fd::write(const void* buf, std::size_t n) {
   return done;
 }
 
+// No prepare step here: the caller's own syscall (which got EAGAIN, or a
+// connect in progress) came before, and clearing the slot now would drop an
+// edge that arrived since, and wait for one that never comes. A readiness
+// older than that syscall makes the wait return early instead, which the
+// caller's retry loop absorbs (Go's waitRead/waitWrite behave the same).
 void fd::wait_readable() {
   fd_ref ref(s_);
-  detail::fd_prepare(s_, 'r', "wait_readable");
   detail::fd_wait(s_, 'r', "wait_readable");
 }
 
 void fd::wait_writable() {
   fd_ref ref(s_);
-  detail::fd_prepare(s_, 'w', "wait_writable");
   detail::fd_wait(s_, 'w', "wait_writable");
 }
 
