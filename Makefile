@@ -1,6 +1,9 @@
 # goro — convenience front end over CMake presets (see CMakePresets.json).
 #
-#   make demo            build (Release) and run the tour: examples/demo.cpp
+#   make demo            build (Release) and run the tour (examples/demo.cpp),
+#                        then the web server demo (examples/webserver.cpp
+#                        --demo: 3 s of in-process load, requests/s and
+#                        latency percentiles for light and heavy requests)
 #   make build           deps check and Release build (preset default)
 #   make test            deps check, Release build, ctest (the unit tests and
 #                        doc_snippets_gcc/_clang, which compile and run the
@@ -67,8 +70,9 @@ build: deps
 	$(call build_preset,default)
 
 demo: deps
-	$(call build_preset,default,demo)
+	$(call build_preset,default,demo webserver)
 	./build/default/examples/demo
+	./build/default/examples/webserver --demo 3 50
 
 test: deps
 	$(call test_preset,default)

@@ -3,7 +3,8 @@
 #
 #   scripts/deps.sh [base] [clang] [format] [go]
 #
-#   base    cmake, make, g++, GoogleTest, Google Benchmark, pkg-config (default)
+#   base    cmake, make, g++, GoogleTest, Google Benchmark, pkg-config,
+#           Node's http-parser (the web server example) (default)
 #   clang   clang++-14 (the clang preset)
 #   format  clang-format
 #   go      the Go toolchain (golang-go), for the side-by-side benchmarks
@@ -50,6 +51,7 @@ for g in "${groups[@]}"; do
         /usr/lib/*/cmake/benchmark/benchmarkConfig.cmake \
         /usr/lib/cmake/benchmark/benchmarkConfig.cmake \
         /usr/local/lib/cmake/benchmark/benchmarkConfig.cmake
+      need libhttp-parser-dev have_file /usr/include/http_parser.h
       ;;
     clang)
       need clang-14 have clang++-14

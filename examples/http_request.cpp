@@ -1,0 +1,177 @@
+// http_request.cpp: the request parser and response formatting of
+// http_server.hpp, on Node's http-parser. No goro dependency: the fuzz
+// target (fuzz_http.cpp) links this file alone.
+#include <http_parser.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "http_server.hpp"
+
+namespace http {
+
+struct request_parser::impl {
+  request_parser* owner;
+  http_parser parser;
+  http_parser_settings settings;
+  std::vector<request>* out = nullptr;
+  request cur;
+  std::size_t header_bytes = 0;
+  bool last_was_value = false;
+  int fail = 0;  // a status set by a bound check inside a callback
+
+  static impl* self(http_parser* p) { return static_cast<impl*>(p->data); }
+
+  bool count(std::size_t n) {
+    header_bytes += n;
+    if (header_bytes > max_header_bytes) {
+      fail = 431;
+      return false;
+    }
+    return true;
+  }
+
+  explicit impl(request_parser* o) : owner(o) {
+    http_parser_init(&parser, HTTP_REQUEST);
+    parser.data = this;
+    http_parser_settings_init(&settings);
+    settings.on_message_begin = [](http_parser* p) {
+      impl* s = self(p);
+      s->cur = request{};
+      s->header_bytes = 0;
+      s->last_was_value = false;
+      s->owner->in_message_ = true;
+      return 0;
+    };
+    settings.on_url = [](http_parser* p, const char* at, std::size_t n) {
+      impl* s = self(p);
+      if (s->cur.url.size() + n > max_url_bytes) {
+        s->fail = 414;
+        return 1;
+      }
+      s->cur.url.append(at, n);
+      return s->count(n) ? 0 : 1;
+    };
+    settings.on_header_field = [](http_parser* p, const char* at,
+                                  std::size_t n) {
+      impl* s = self(p);
+      if (!s->count(n)) return 1;
+      if (s->last_was_value || s->cur.headers.empty())
+        s->cur.headers.emplace_back();
+      s->cur.headers.back().first.append(at, n);
+      s->last_was_value = false;
+      return 0;
+    };
+    settings.on_header_value = [](http_parser* p, const char* at,
+                                  std::size_t n) {
+      impl* s = self(p);
+      if (!s->count(n)) return 1;
+      if (s->cur.headers.empty()) s->cur.headers.emplace_back();
+      s->cur.headers.back().second.append(at, n);
+      s->last_was_value = true;
+      return 0;
+    };
+    settings.on_headers_complete = [](http_parser* p) {
+      impl* s = self(p);
+      // Content-Length is known here (ULLONG_MAX when absent).
+      if (p->content_length != ~std::uint64_t{0} &&
+          p->content_length > max_body_bytes) {
+        s->fail = 413;
+        return -1;
+      }
+      // HTTP/1.0 and 1.1 only (http-parser accepts any digit).
+      if (p->http_major != 1 || p->http_minor > 1) {
+        s->fail = 505;
+        return -1;
+      }
+      s->cur.method = http_method_str(static_cast<http_method>(p->method));
+      return 0;
+    };
+    settings.on_body = [](http_parser* p, const char* at, std::size_t n) {
+      impl* s = self(p);
+      if (s->cur.body.size() + n > max_body_bytes) {  // chunked bodies
+        s->fail = 413;
+        return 1;
+      }
+      s->cur.body.append(at, n);
+      return 0;
+    };
+    settings.on_message_complete = [](http_parser* p) {
+      impl* s = self(p);
+      s->cur.keep_alive = http_should_keep_alive(p) != 0;
+      s->out->push_back(std::move(s->cur));
+      s->cur = request{};
+      s->owner->in_message_ = false;
+      return 0;
+    };
+  }
+};
+
+request_parser::request_parser() : p_(std::make_unique<impl>(this)) {}
+request_parser::~request_parser() = default;
+
+bool request_parser::feed(const char* data, std::size_t n,
+                          std::vector<request>* out) {
+  if (error_status_ != 0) return false;
+  p_->out = out;
+  std::size_t done = http_parser_execute(&p_->parser, &p_->settings, data, n);
+  http_errno e = HTTP_PARSER_ERRNO(&p_->parser);
+  if (e != HPE_OK || done != n) {
+    if (p_->fail != 0)
+      error_status_ = p_->fail;
+    else if (e == HPE_HEADER_OVERFLOW)
+      error_status_ = 431;
+    else
+      error_status_ = 400;
+    return false;
+  }
+  // An upgrade (e.g. CONNECT, Upgrade: websocket) is not served here.
+  if (p_->parser.upgrade) {
+    error_status_ = 400;
+    return false;
+  }
+  return true;
+}
+
+const char* reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
+  }
+}
+
+std::string format_response(const response& r, bool keep_alive) {
+  std::string s;
+  s.reserve(128 + r.body.size());
+  s += "HTTP/1.1 ";
+  s += std::to_string(r.status);
+  s += ' ';
+  s += reason(r.status);
+  s += "\r\nContent-Type: ";
+  s += r.content_type;
+  s += "\r\nContent-Length: ";
+  s += std::to_string(r.body.size());
+  s += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n"
+                  : "\r\nConnection: close\r\n\r\n";
+  s += r.body;
+  return s;
+}
+
+}  // namespace http

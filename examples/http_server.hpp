@@ -1,0 +1,95 @@
+// http_server.hpp: a small HTTP/1.1 server on goro::net, one goroutine per
+// connection (the web server example, the demo and the fuzzer share it).
+//
+// Requests are parsed by Node's http-parser (Debian's libhttp-parser-dev),
+// with bounds: a request line or headers over 8 KiB get 431, a URL over
+// 4 KiB 414, a body over 1 MiB 413, a version other than 1.0/1.1 505,
+// anything malformed 400; after an error
+// response the connection is closed, and the server keeps serving the
+// others. Keep-alive and pipelining: every complete request in the buffer
+// is answered, in order, before the next read. An idle keep-alive
+// connection is closed after `idle_timeout`.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <goro/net.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace http {
+
+inline constexpr std::size_t max_header_bytes = 8 * 1024;
+inline constexpr std::size_t max_url_bytes = 4 * 1024;
+inline constexpr std::size_t max_body_bytes = 1024 * 1024;
+
+struct request {
+  std::string method;
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  bool keep_alive = true;
+};
+
+struct response {
+  int status = 200;
+  std::string content_type = "text/plain";
+  std::string body;
+};
+
+// Incremental request parser: feed bytes as they arrive; complete requests
+// come out in order. After an error, status() is the HTTP status to answer
+// with (400, 413, 414, 431, 505) and the parser accepts nothing more.
+class request_parser {
+ public:
+  request_parser();
+  ~request_parser();
+  request_parser(const request_parser&) = delete;
+  request_parser& operator=(const request_parser&) = delete;
+
+  // Parses data; appends the requests it completes to *out. Returns false
+  // on an error (see status()).
+  bool feed(const char* data, std::size_t n, std::vector<request>* out);
+  int status() const { return error_status_; }
+  // A request has started but is not complete (a truncated request at EOF).
+  bool in_progress() const { return in_message_; }
+
+ private:
+  struct impl;
+  friend struct impl;
+  std::unique_ptr<impl> p_;
+  int error_status_ = 0;
+  bool in_message_ = false;
+};
+
+// Reason phrase for a status code ("OK", "Bad Request"...).
+const char* reason(int status);
+// Serialises a response (Content-Length, Connection: keep-alive or close).
+std::string format_response(const response& r, bool keep_alive);
+
+using handler = std::function<response(const request&)>;
+
+struct server_options {
+  std::chrono::milliseconds idle_timeout{30000};
+};
+
+// Serves one connection until the peer closes it, an error response, or the
+// idle timeout; never throws.
+void serve_conn(goro::net::conn c, const handler& h,
+                const server_options& opt = {});
+
+// Accepts on ln until it is closed, a goroutine per connection.
+void serve(goro::net::listener& ln, handler h, server_options opt = {});
+
+// The seed's two routes: "/heavy" runs compute_heavy_task(), anything else
+// answers "Hello, World!".
+response seed_handler(const request& r);
+// The seed's computeHeavyTask: 10,000,000 additions (a few ms), with a
+// cooperative preemption point every 65,536 iterations (until asynchronous
+// preemption lands, a call-free loop would hold its P).
+long long compute_heavy_task();
+
+}  // namespace http
