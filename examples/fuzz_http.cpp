@@ -1,13 +1,25 @@
 // fuzz_http: a libFuzzer target for the web server's request path
-// (http_request.cpp: http-parser plus goro's bounds). Every input is fed
-// whole and then split at each of a few points, as a connection would
-// deliver it; the parser must never crash, must stop at its first error
-// with one of the statuses the server answers with, and must never return a
-// request that exceeds a bound.
+// (http_request.cpp: http-parser plus the server's bounds). Every input is
+// fed whole, then in two pieces split at a few points and byte by byte, as
+// a connection could deliver it. The parser must never crash (ASan), must
+// stop at its first error with one of the statuses the server answers
+// with, must never return a request over a bound, and must come to the
+// same result (status, requests and their every field) whatever the split.
 //
-// Built with clang++ -fsanitize=fuzzer,address when clang++-14 is present
-// (examples/CMakeLists.txt). CI runs it briefly (ctest -R fuzz_http); by hand:
-//   build/default/examples/fuzz_http -max_total_time=600 examples/fuzz_corpus/
+// Built with clang++ -fsanitize=fuzzer,address when a clang++ here can
+// (examples/CMakeLists.txt); ctest's fuzz_http_short runs it for 300,000
+// inputs (`ctest -L fuzz`). Longer runs by hand, keeping new inputs out of
+// the sources (the first directory is where libFuzzer writes), 2 jobs:
+//   mkdir -p /tmp/fuzz_http && build/default/examples/fuzz_http
+//     -max_total_time=600 -max_len=16384 -jobs=2 /tmp/fuzz_http
+//     examples/http_corpus examples/fuzz_corpus      (one command line)
+// A crash leaves crash-<sha1> in the current directory; replay it with
+// `fuzz_http crash-<sha1>`. Fold useful new inputs back into the corpus:
+//   build/default/examples/fuzz_http -merge=1 examples/fuzz_corpus
+//   /tmp/fuzz_http
+// http_server_test replays both corpora through this same function in
+// every build, libFuzzer or not.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,13 +29,32 @@
 
 namespace {
 
-void check(const http::request_parser& p, bool ok,
-           const std::vector<http::request>& reqs) {
-  if (!ok) {
-    int s = p.status();
-    if (s != 400 && s != 413 && s != 414 && s != 431 && s != 505) std::abort();
-  }
-  for (const http::request& r : reqs) {
+struct outcome {
+  bool ok;
+  int status;
+  std::vector<http::request> reqs;
+};
+
+// Feeds data in pieces of `piece` bytes (0: whole).
+outcome run(const char* d, std::size_t size, std::size_t first,
+            std::size_t piece) {
+  http::request_parser p;
+  outcome o{true, 0, {}};
+  if (first == 0 || first > size) first = size;
+  o.ok = p.feed(d, first, &o.reqs);
+  for (std::size_t i = first; o.ok && i < size; i += piece)
+    o.ok = p.feed(d + i, std::min(piece, size - i), &o.reqs);
+  o.status = p.status();
+  return o;
+}
+
+void check_bounds(const outcome& o) {
+  if (o.ok != (o.status == 0)) std::abort();
+  if (!o.ok && o.status != 400 && o.status != 413 && o.status != 414 &&
+      o.status != 431 && o.status != 505)
+    std::abort();
+  for (const http::request& r : o.reqs) {
+    if (r.method.empty()) std::abort();
     if (r.url.size() > http::max_url_bytes) std::abort();
     if (r.body.size() > http::max_body_bytes) std::abort();
     std::size_t hb = r.url.size();
@@ -32,25 +63,35 @@ void check(const http::request_parser& p, bool ok,
   }
 }
 
+bool same(const http::request& a, const http::request& b) {
+  return a.method == b.method && a.url == b.url && a.headers == b.headers &&
+         a.body == b.body && a.keep_alive == b.keep_alive;
+}
+
+void check_same(const outcome& a, const outcome& b) {
+  if (a.ok != b.ok || a.status != b.status || a.reqs.size() != b.reqs.size())
+    std::abort();
+  for (std::size_t i = 0; i < a.reqs.size(); i++)
+    if (!same(a.reqs[i], b.reqs[i])) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                                       std::size_t size) {
   const char* d = reinterpret_cast<const char*>(data);
-  {
-    http::request_parser p;
-    std::vector<http::request> reqs;
-    bool ok = p.feed(d, size, &reqs);
-    check(p, ok, reqs);
-  }
-  // The same bytes in pieces: the result must not depend on the split.
-  for (std::size_t split : {std::size_t{1}, size / 3, size / 2}) {
+  outcome whole = run(d, size, size, size);
+  check_bounds(whole);
+  for (std::size_t split : {std::size_t{1}, size / 3, size / 2, size - 1}) {
     if (split == 0 || split >= size) continue;
-    http::request_parser p;
-    std::vector<http::request> reqs;
-    bool ok = p.feed(d, split, &reqs);
-    if (ok) ok = p.feed(d + split, size - split, &reqs);
-    check(p, ok, reqs);
+    outcome two = run(d, size, split, size);
+    check_bounds(two);
+    check_same(whole, two);
+  }
+  if (size <= 2048) {  // byte by byte: 1 call per byte
+    outcome bytes = run(d, size, 1, 1);
+    check_bounds(bytes);
+    check_same(whole, bytes);
   }
   return 0;
 }

@@ -4,6 +4,8 @@
 #include <http_parser.h>
 
 #include <cstdint>
+#include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,12 +18,28 @@ struct request_parser::impl {
   http_parser parser;
   http_parser_settings settings;
   std::vector<request>* out = nullptr;
+  const char* buf_end = nullptr;  // end of the buffer feed() is parsing
   request cur;
   std::size_t header_bytes = 0;
   bool last_was_value = false;
-  int fail = 0;  // a status set by a bound check inside a callback
+  bool url_done = false;  // the request line's URL has ended
+  int fail = 0;           // a status set by a bound check inside a callback
 
   static impl* self(http_parser* p) { return static_cast<impl*>(p->data); }
+
+  // RFC 9110's tchar: http-parser, built lenient, lets a blank or a
+  // separator into a field name ("Bad Name: x"), which RFC 9112 says to
+  // answer with 400 (a proxy in front could read the header differently).
+  static bool token(const char* at, std::size_t n) {
+    for (std::size_t i = 0; i < n; i++) {
+      unsigned char c = static_cast<unsigned char>(at[i]);
+      bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                   (c >= 'A' && c <= 'Z');
+      if (!alnum && (c == 0 || std::strchr("!#$%&'*+-.^_`|~", c) == nullptr))
+        return false;
+    }
+    return true;
+  }
 
   bool count(std::size_t n) {
     header_bytes += n;
@@ -41,6 +59,7 @@ struct request_parser::impl {
       s->cur = request{};
       s->header_bytes = 0;
       s->last_was_value = false;
+      s->url_done = false;
       s->owner->in_message_ = true;
       return 0;
     };
@@ -51,12 +70,19 @@ struct request_parser::impl {
         return 1;
       }
       s->cur.url.append(at, n);
+      // http-parser hands over a URL cut by the end of a buffer at that
+      // end; a URL that ended is followed by a byte of the same buffer.
+      if (at + n != s->buf_end) s->url_done = true;
       return s->count(n) ? 0 : 1;
     };
     settings.on_header_field = [](http_parser* p, const char* at,
                                   std::size_t n) {
       impl* s = self(p);
       if (!s->count(n)) return 1;
+      if (!token(at, n)) {
+        s->fail = 400;
+        return 1;
+      }
       if (s->last_was_value || s->cur.headers.empty())
         s->cur.headers.emplace_back();
       s->cur.headers.back().first.append(at, n);
@@ -85,7 +111,22 @@ struct request_parser::impl {
         s->fail = 505;
         return -1;
       }
+      // Upgrade (Connection: upgrade + Upgrade: websocket...) and CONNECT
+      // switch to another protocol after the headers: not served here.
+      if (p->upgrade) {
+        s->fail = 400;
+        return -1;
+      }
       s->cur.method = http_method_str(static_cast<http_method>(p->method));
+      return 0;
+    };
+    settings.on_chunk_header = [](http_parser* p) {
+      // A chunk's size is known before its data (p->content_length).
+      impl* s = self(p);
+      if (p->content_length > max_body_bytes - s->cur.body.size()) {
+        s->fail = 413;
+        return -1;
+      }
       return 0;
     };
     settings.on_body = [](http_parser* p, const char* at, std::size_t n) {
@@ -108,20 +149,34 @@ struct request_parser::impl {
   }
 };
 
-request_parser::request_parser() : p_(std::make_unique<impl>(this)) {}
+request_parser::request_parser() {
+  // http-parser's bound on the bytes of a request line plus its headers
+  // (HPE_HEADER_OVERFLOW) is one process-wide value, 80 KiB by default;
+  // Node sets it once the same way. It counts every byte, the line ends and
+  // blanks that the callbacks above never see included.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    http_parser_set_max_header_size(
+        static_cast<std::uint32_t>(max_header_bytes));
+  });
+  p_ = std::make_unique<impl>(this);
+}
 request_parser::~request_parser() = default;
 
 bool request_parser::feed(const char* data, std::size_t n,
                           std::vector<request>* out) {
   if (error_status_ != 0) return false;
+  if (n == 0) return true;  // http_parser_execute would take it for EOF
   p_->out = out;
+  p_->buf_end = data + n;
   std::size_t done = http_parser_execute(&p_->parser, &p_->settings, data, n);
   http_errno e = HTTP_PARSER_ERRNO(&p_->parser);
   if (e != HPE_OK || done != n) {
     if (p_->fail != 0)
       error_status_ = p_->fail;
     else if (e == HPE_HEADER_OVERFLOW)
-      error_status_ = 431;
+      // Over the bound in the request line: the URL is what is long.
+      error_status_ = p_->url_done ? 431 : 414;
     else
       error_status_ = 400;
     return false;

@@ -2,6 +2,7 @@
 // parser is http_request.cpp.
 #include "http_server.hpp"
 
+#include <atomic>
 #include <cstring>
 #include <goro/goro.hpp>
 #include <string>
@@ -9,15 +10,49 @@
 
 namespace http {
 
+namespace {
+
+// After an error response: no more writes (the peer reads the response and
+// then end of stream), and whatever the peer still sends (the rest of an
+// oversized body, say) is read and dropped for up to half a second.
+// Closing a socket with unread bytes in it sends a reset, which can destroy
+// the response before the peer has read it; Go's server does the same
+// (closeWriteAndWait).
+void linger(goro::net::conn& c, char* buf, std::size_t size) {
+  try {
+    c.close_write();
+    c.set_read_deadline(std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(500));
+    std::size_t total = 0;
+    while (total < 4 * max_body_bytes) {
+      std::size_t n = c.read(buf, size);
+      if (n == 0) break;
+      total += n;
+    }
+  } catch (const std::system_error&) {
+    // The deadline, or a reset: close now.
+  }
+}
+
+}  // namespace
+
 void serve_conn(goro::net::conn c, const handler& h,
                 const server_options& opt) {
   request_parser parser;
   std::vector<request> reqs;
   std::string out;
   char buf[16 * 1024];
+  // The idle deadline is pushed forward at most every idle_timeout / 8
+  // (re-arming a timer per request would cost more than the request).
+  const auto slack = opt.idle_timeout / 8;
+  std::chrono::steady_clock::time_point armed{};
   try {
     for (;;) {
-      c.set_read_deadline(std::chrono::steady_clock::now() + opt.idle_timeout);
+      auto now = std::chrono::steady_clock::now();
+      if (now - armed >= slack) {
+        c.set_read_deadline(now + opt.idle_timeout);
+        armed = now;
+      }
       std::size_t n = c.read(buf, sizeof buf);
       if (n == 0) return;  // the peer closed (a truncated request is dropped)
       reqs.clear();
@@ -37,13 +72,15 @@ void serve_conn(goro::net::conn c, const handler& h,
         out += format_response(resp, keep);
         if (!keep) break;
       }
-      if (!ok && keep) {
+      bool error = !ok && keep;
+      if (error) {
         response err{parser.status(), "text/plain",
                      std::string(reason(parser.status())) + "\n"};
         out += format_response(err, false);
         keep = false;
       }
       if (!out.empty()) c.write(out.data(), out.size());
+      if (error) linger(c, buf, sizeof buf);
       if (!keep) return;
     }
   } catch (const std::system_error&) {
@@ -78,7 +115,14 @@ long long compute_heavy_task() {
 }
 
 response seed_handler(const request& r) {
-  if (r.url == "/heavy")
+  bool heavy = r.url == "/heavy";
+  if (r.url == "/mixed") {
+    // The seed's handler: 20% of the requests do the heavy computation
+    // (a shared counter instead of rand.Intn: exactly 1 in 5).
+    static std::atomic<unsigned> n{0};
+    heavy = n.fetch_add(1, std::memory_order_relaxed) % 5 == 0;
+  }
+  if (heavy)
     return {200, "text/plain",
             "Heavy task result: " + std::to_string(compute_heavy_task())};
   return {200, "text/plain", "Hello, World!"};

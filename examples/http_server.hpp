@@ -2,13 +2,17 @@
 // connection (the web server example, the demo and the fuzzer share it).
 //
 // Requests are parsed by Node's http-parser (Debian's libhttp-parser-dev),
-// with bounds: a request line or headers over 8 KiB get 431, a URL over
-// 4 KiB 414, a body over 1 MiB 413, a version other than 1.0/1.1 505,
-// anything malformed 400; after an error
+// with bounds: a request line plus headers over 8 KiB get 431 (every byte
+// counts; http-parser's process-wide limit is set to 8 KiB), a URL over
+// 4 KiB (or a request line over 8 KiB) 414, a body over 1 MiB 413, a
+// version other than 1.0/1.1 505, anything malformed 400. After an error
 // response the connection is closed, and the server keeps serving the
-// others. Keep-alive and pipelining: every complete request in the buffer
+// others (the server stops writing, then drops what the peer still sends
+// for up to 500 ms before closing, so that the response is not lost to a
+// reset). Keep-alive and pipelining: every complete request in the buffer
 // is answered, in order, before the next read. An idle keep-alive
-// connection is closed after `idle_timeout`.
+// connection is closed after `idle_timeout` (give or take an eighth: the
+// deadline is pushed forward at most that often).
 #pragma once
 
 #include <chrono>
@@ -84,8 +88,9 @@ void serve_conn(goro::net::conn c, const handler& h,
 // Accepts on ln until it is closed, a goroutine per connection.
 void serve(goro::net::listener& ln, handler h, server_options opt = {});
 
-// The seed's two routes: "/heavy" runs compute_heavy_task(), anything else
-// answers "Hello, World!".
+// The seed's routes: "/heavy" runs compute_heavy_task(), "/mixed" is the
+// seed's handler (one request in five runs it), anything else answers
+// "Hello, World!".
 response seed_handler(const request& r);
 // The seed's computeHeavyTask: 10,000,000 additions (a few ms), with a
 // cooperative preemption point every 65,536 iterations (until asynchronous

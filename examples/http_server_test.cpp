@@ -7,9 +7,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <goro/goro.hpp>
+#include <iterator>
 #include <string>
 #include <vector>
+
+// fuzz_http.cpp's entry point, linked into this test: every corpus file
+// goes through the fuzzer's checks in gcc builds too.
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
+                                      std::size_t size);
 
 namespace {
 
@@ -90,6 +101,64 @@ TEST(HttpParser, OversizedHeadersUrlAndBody) {
   for (int i = 0; i < 20; i++)
     chunked += "10000\r\n" + std::string(0x10000, 'c') + "\r\n";
   EXPECT_EQ(parse(chunked).status, 413);
+}
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<std::filesystem::path> files_in(const char* dir) {
+  std::vector<std::filesystem::path> v;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.is_regular_file()) v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+}  // namespace
+
+// examples/http_corpus: each file's name says what the parser must make of
+// it, "STATUS-REQUESTS-what.http": STATUS is "ok" (no error) or the error
+// status, REQUESTS the number of complete requests before it. Each file is
+// fed whole, byte by byte, and in 7- and 1000-byte pieces.
+TEST(HttpCorpus, EveryFileGetsTheStatusInItsName) {
+  auto files = files_in(HTTP_CORPUS_DIR);
+  ASSERT_GE(files.size(), 30u);
+  for (const auto& f : files) {
+    std::string name = f.filename().string();
+    std::size_t d1 = name.find('-'), d2 = name.find('-', d1 + 1);
+    ASSERT_NE(d2, std::string::npos) << name;
+    std::string want_status = name.substr(0, d1);
+    std::size_t want_reqs = std::stoul(name.substr(d1 + 1, d2 - d1 - 1));
+    std::string data = slurp(f);
+    for (std::size_t chunk :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      auto r = parse(data, chunk);
+      EXPECT_EQ(r.ok ? "ok" : std::to_string(r.status), want_status)
+          << name << ", pieces of " << chunk;
+      EXPECT_EQ(r.reqs.size(), want_reqs) << name << ", pieces of " << chunk;
+    }
+  }
+}
+
+// The fuzzer's checks (bounds, statuses, the same result whatever the
+// split) on both corpora, without libFuzzer.
+TEST(HttpCorpus, FuzzTargetAcceptsBothCorpora) {
+  std::size_t n = 0;
+  for (const char* dir : {HTTP_CORPUS_DIR, FUZZ_CORPUS_DIR})
+    for (const auto& f : files_in(dir)) {
+      std::string data = slurp(f);
+      SCOPED_TRACE(f.string());
+      EXPECT_EQ(
+          LLVMFuzzerTestOneInput(
+              reinterpret_cast<const std::uint8_t*>(data.data()), data.size()),
+          0);
+      n++;
+    }
+  EXPECT_GE(n, 40u);
 }
 
 TEST(HttpParser, TruncatedRequestIsInProgressNotAnError) {
@@ -173,4 +242,113 @@ TEST(HttpServer, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
     ln.close();
     server.wait();
   });
+}
+
+// A 413 while the client is still sending its 2 MB body: the response
+// arrives, then end of stream (the server stops writing and drops the rest
+// of the body for a while instead of resetting the connection under the
+// response).
+TEST(HttpServer, ErrorResponseSurvivesTheRestOfAnOversizedBody) {
+  goro::run([] {
+    auto ln = goro::net::listen("127.0.0.1:0");
+    goro::wait_group server;
+    server.add(1);
+    goro::go([&] {
+      http::serve(ln, http::seed_handler);
+      server.done();
+    });
+    for (int round = 0; round < 20; round++) {
+      goro::net::conn c = goro::net::dial(ln.addr().str());
+      std::string req =
+          "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n";
+      req += std::string(2000000, 'b');
+      goro::wait_group writer;
+      writer.add(1);
+      goro::go([&] {
+        try {
+          c.write(req.data(), req.size());
+        } catch (const std::system_error&) {
+          // The server may stop reading before the body's end.
+        }
+        writer.done();
+      });
+      c.set_read_deadline(std::chrono::steady_clock::now() +
+                          std::chrono::seconds(10));
+      std::string got;
+      char buf[4096];
+      try {
+        while (std::size_t n = c.read(buf, sizeof buf)) got.append(buf, n);
+      } catch (const std::system_error& e) {
+        ADD_FAILURE() << "round " << round << ": " << e.what()
+                      << " after reading '" << got << "'";
+      }
+      EXPECT_EQ(got.substr(0, 12), "HTTP/1.1 413") << "round " << round;
+      writer.wait();
+    }
+    ln.close();
+    server.wait();
+  });
+}
+
+// An idle keep-alive connection is closed after the idle timeout (here
+// 200 ms), and a busy one is not.
+TEST(HttpServer, IdleKeepAliveConnectionIsClosed) {
+  goro::run([] {
+    auto ln = goro::net::listen("127.0.0.1:0");
+    goro::wait_group server;
+    server.add(1);
+    http::server_options opt;
+    opt.idle_timeout = std::chrono::milliseconds(200);
+    goro::go([&] {
+      http::serve(ln, http::seed_handler, opt);
+      server.done();
+    });
+    goro::net::conn c = goro::net::dial(ln.addr().str());
+    c.set_read_deadline(std::chrono::steady_clock::now() +
+                        std::chrono::seconds(10));
+    const std::string req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[4096];
+    // Busy for 600 ms (three idle timeouts), a request every 20 ms.
+    auto busy_until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    int answered = 0;
+    while (std::chrono::steady_clock::now() < busy_until) {
+      c.write(req);
+      std::string got;
+      while (got.find("Hello, World!") == std::string::npos) {
+        std::size_t n = c.read(buf, sizeof buf);
+        ASSERT_NE(n, 0u) << "closed while busy, after " << answered;
+        got.append(buf, n);
+      }
+      answered++;
+      goro::sleep(std::chrono::milliseconds(20));
+    }
+    // Then idle: end of stream within a few idle timeouts.
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(c.read(buf, sizeof buf), 0u);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(waited, std::chrono::milliseconds(100));
+    EXPECT_LT(waited, std::chrono::seconds(5));
+    ln.close();
+    server.wait();
+  });
+}
+
+// "/mixed" is the seed's handler: one request in five is heavy.
+TEST(HttpServer, MixedRouteIsOneHeavyInFive) {
+  int heavy = 0, light = 0;
+  goro::run([&] {
+    for (int i = 0; i < 50; i++) {
+      http::request r;
+      r.url = "/mixed";
+      http::response resp = http::seed_handler(r);
+      EXPECT_EQ(resp.status, 200);
+      if (resp.body.rfind("Heavy task result: ", 0) == 0)
+        heavy++;
+      else if (resp.body == "Hello, World!")
+        light++;
+    }
+  });
+  EXPECT_EQ(heavy, 10);
+  EXPECT_EQ(light, 40);
 }

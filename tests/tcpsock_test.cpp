@@ -212,6 +212,44 @@ TEST(Tcp, HalfClose) {
   });
 }
 
+// Data and the FIN arrive before the reader reads (one readiness edge for
+// both): after the data, the next read must return end of stream at once,
+// not wait for an edge that never comes. The sleep lets the idle poller
+// harvest that edge before the first read (the interleaving that matters);
+// the assertions hold either way.
+TEST(Tcp, DataThenFinInOneEdgeIsEndOfStream) {
+  goro::options o;
+  o.gomaxprocs = 1;
+  goro::run(o, [] {
+    auto ln = goro::net::listen("127.0.0.1:0");
+    for (int round = 0; round < 20; round++) {
+      conn c = goro::net::dial(ln.addr().str());
+      conn s = ln.accept();
+      char b[64];
+      // A first exchange leaves the server's side "drained".
+      c.write("x", 1);
+      ASSERT_EQ(s.read(b, sizeof b), 1u);
+      c.write("abc", 3);
+      c.close_write();
+      goro::sleep(std::chrono::milliseconds(round % 3));
+      s.set_read_deadline(clock::now() + 5s);
+      std::size_t got = 0;
+      while (got < 3) {
+        std::size_t n = s.read(b + got, sizeof b - got);
+        ASSERT_GT(n, 0u);
+        got += n;
+      }
+      EXPECT_EQ(std::string(b, 3), "abc");
+      try {
+        EXPECT_EQ(s.read(b, sizeof b), 0u);
+      } catch (const goro::deadline_exceeded&) {
+        ADD_FAILURE() << "end of stream was never seen (round " << round << ")";
+        return;
+      }
+    }
+  });
+}
+
 TEST(Tcp, ConnectionRefused) {
   goro::run([] {
     std::string where;

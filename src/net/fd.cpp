@@ -105,7 +105,15 @@ fd::fd(int sysfd) {
   if ((fl & O_NONBLOCK) == 0 && fcntl(sysfd, F_SETFL, fl | O_NONBLOCK) != 0)
     throw std::system_error(errno, std::system_category(), "goro::fd: fcntl");
   struct stat st;
-  bool sock = fstat(sysfd, &st) == 0 && S_ISSOCK(st.st_mode);
+  bool have_st = fstat(sysfd, &st) == 0;
+  bool sock = have_st && S_ISSOCK(st.st_mode);
+  bool stream = have_st && S_ISFIFO(st.st_mode);
+  if (sock) {
+    int type = 0;
+    socklen_t len = sizeof type;
+    stream = getsockopt(sysfd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
+             type == SOCK_STREAM;
+  }
   rt::poll_desc* pd = rt::poll_open(sysfd);
   if (pd == nullptr)
     throw std::system_error(
@@ -115,6 +123,7 @@ fd::fd(int sysfd) {
   s_->sysfd = sysfd;
   s_->pd = pd;
   s_->is_socket = sock;
+  s_->is_stream = stream;
 }
 
 fd::fd(fd&& other) noexcept : s_(other.s_) { other.s_ = nullptr; }
@@ -162,10 +171,26 @@ int fd::release() {
 std::size_t fd::read(void* buf, std::size_t n) {
   fd_ref ref(s_);
   if (n == 0) return 0;
-  detail::fd_prepare(s_, 'r', "read");
+  if (s_->is_stream && s_->drained.load(std::memory_order_relaxed) &&
+      !rt::poll_hup_seen(s_->pd)) {
+    // Drained by the last read: wait for the edge of new data (no prepare
+    // step, which would clear that edge). Saves the EAGAIN read of every
+    // request/response exchange. Not after a hang-up: a FIN that came with
+    // the data we read raised no edge of its own, and the next read must
+    // see end of stream at once. Deadlines and close are checked as in
+    // prepare; a stale readiness costs one EAGAIN read below.
+    detail::fd_wait(s_, 'r', "read");
+  } else {
+    detail::fd_prepare(s_, 'r', "read");
+  }
   for (;;) {
     ssize_t r = ::read(s_->sysfd, buf, n);
-    if (r >= 0) return std::size_t(r);
+    if (r >= 0) {
+      if (s_->is_stream)
+        s_->drained.store(r > 0 && std::size_t(r) < n,
+                          std::memory_order_relaxed);
+      return std::size_t(r);
+    }
     if (errno == EINTR) continue;
     if (errno != EAGAIN)
       throw std::system_error(errno, std::system_category(), "read");

@@ -28,6 +28,15 @@ struct fd_state {
   int sysfd = -1;
   rt::poll_desc* pd = nullptr;
   bool is_socket = false;
+  // A byte stream (TCP/Unix stream socket, pipe, FIFO): a read that returns
+  // fewer bytes than asked for has drained it.
+  bool is_stream = false;
+  // The last read drained the stream: any data since then has raised a new
+  // edge after that read's prepare step, so the next read waits for it
+  // first instead of paying a read() that can only say EAGAIN. Relaxed:
+  // only a hint (concurrent readers at worst do one syscall more or wait
+  // for an edge that is already pending).
+  std::atomic<bool> drained{false};
   bool released = false;  // release(): unregister without closing
   std::atomic<bool> closing{false};
   // One for the open descriptor plus one per operation in progress; the

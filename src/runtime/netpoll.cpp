@@ -216,7 +216,8 @@ void set_one(poll_desc* pd, int mode, std::int64_t d) {
 poll_desc* poll_open(int fd) {
   // The poller is part of the runtime: a descriptor wrapped before
   // anything else used goro starts it with the defaults.
-  if (!runtime_started.load(std::memory_order_acquire)) detail::ensure_started(nullptr);
+  if (!runtime_started.load(std::memory_order_acquire))
+    detail::ensure_started(nullptr);
   poll_desc* pd = pd_alloc();
   {
     std::uintptr_t r = pd->rg.load(), w = pd->wg.load();
@@ -226,6 +227,7 @@ poll_desc* poll_open(int fd) {
   pd->fd = fd;
   pd->closing.store(false, std::memory_order_relaxed);
   pd->everr.store(false, std::memory_order_relaxed);
+  pd->hup.store(false, std::memory_order_relaxed);
   pd->rg.store(0, std::memory_order_relaxed);
   pd->wg.store(0, std::memory_order_relaxed);
   pd->rd.store(0, std::memory_order_relaxed);
@@ -260,11 +262,17 @@ int poll_reset(poll_desc* pd, int mode) {
   if (err != poll_ok) return err;
   // A pd_ready left from an earlier edge is consumed by the I/O attempt
   // the caller is about to make; clearing it keeps the next wait honest.
+  // An exchange, not a store: reading the poller's release of the slot
+  // makes its earlier writes (hup) visible to this thread.
   if (mode == 'r')
-    pd->rg.store(0);
+    pd->rg.exchange(0, std::memory_order_acq_rel);
   else if (mode == 'w')
-    pd->wg.store(0);
+    pd->wg.exchange(0, std::memory_order_acq_rel);
   return poll_ok;
+}
+
+bool poll_hup_seen(poll_desc* pd) {
+  return pd->hup.load(std::memory_order_acquire);
 }
 
 int poll_wait(poll_desc* pd, int mode) {

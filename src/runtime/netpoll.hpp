@@ -46,6 +46,10 @@ struct poll_desc {
   // Read without lock by poll_check_err (published with release).
   std::atomic<bool> closing{false};
   std::atomic<bool> everr{false};
+  // Sticky: a hang-up or error (EPOLLRDHUP/HUP/ERR) was delivered. Set
+  // before the slot is made ready, so whoever consumed that readiness (or
+  // cleared it in poll_reset, an exchange) sees it.
+  std::atomic<bool> hup{false};
   // Deadlines: 0 none, -1 passed, else an absolute nanotime().
   std::atomic<std::int64_t> rd{0};
   std::atomic<std::int64_t> wd{0};
@@ -72,6 +76,8 @@ int poll_wait(poll_desc* pd, int mode);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' to the absolute
 // nanotime() `d` (0: none; in the past: expired now, waiters wake).
 void poll_set_deadline(poll_desc* pd, std::int64_t d, int mode);
+// True once a hang-up or error was delivered for pd (see poll_desc.hup).
+bool poll_hup_seen(poll_desc* pd);
 // Starts closing: every current and future wait fails with
 // poll_err_closing; deadline timers are stopped.
 void poll_unblock(poll_desc* pd);

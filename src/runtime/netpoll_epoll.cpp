@@ -142,6 +142,8 @@ g_queue netpoll(std::int64_t delay) {
           (pd->fdseq.load(std::memory_order_relaxed) & 0xffff))
         continue;
       pd->everr.store(ev == EPOLLERR, std::memory_order_release);
+      if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        pd->hup.store(true, std::memory_order_release);
       netpollready(&ready, pd, mode);
     }
     return ready;

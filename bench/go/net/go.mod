@@ -1,0 +1,3 @@
+module gonetbench
+
+go 1.19

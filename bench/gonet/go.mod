@@ -1,0 +1,3 @@
+module goronet
+
+go 1.19
