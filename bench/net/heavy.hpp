@@ -10,7 +10,7 @@
 
 namespace netbench {
 
-inline constexpr int kHeavyRounds = 200000;
+inline constexpr int kHeavyRounds = 285000;
 
 inline std::uint64_t heavy_work(std::uint64_t seed) {
   std::uint64_t x = seed;

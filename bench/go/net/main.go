@@ -49,7 +49,7 @@ import (
 
 // heavyRounds and heavyWork are bench/net/heavy.hpp's kHeavyRounds and
 // heavy_work: the same splitmix64 chain, about 1 ms.
-const heavyRounds = 200000
+const heavyRounds = 285000
 
 func heavyWork(seed uint64) uint64 {
 	x := seed
