@@ -15,9 +15,8 @@
 //     -max_total_time=600 -max_len=16384 -jobs=2 /tmp/fuzz_http
 //     examples/http_corpus examples/fuzz_corpus      (one command line)
 // A crash leaves crash-<sha1> in the current directory; replay it with
-// `fuzz_http crash-<sha1>`. Fold useful new inputs back into the corpus:
-//   build/default/examples/fuzz_http -merge=1 examples/fuzz_corpus
-//   /tmp/fuzz_http
+// `fuzz_http crash-<sha1>`. Fold inputs that add coverage back into the
+// corpus with `fuzz_http -merge=1 examples/fuzz_corpus /tmp/fuzz_http`.
 // http_server_test replays both corpora through this same function in
 // every build, libFuzzer or not.
 #include <algorithm>

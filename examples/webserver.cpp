@@ -1,18 +1,22 @@
 // webserver: the seed's "Real-World Example: Web Server" on goro — an
-// HTTP/1.1 server with a goroutine per connection, keep-alive and
-// pipelining, where one request in five (/heavy) runs a CPU-heavy task and
-// the rest answer "Hello, World!".
+// HTTP/1.1 server with a goroutine per connection (goro::go per accepted
+// goro::net::conn), keep-alive and pipelining. Routes: /heavy runs the
+// seed's CPU-heavy computeHeavyTask, /mixed is the seed's handler (one
+// request in five heavy), anything else answers "Hello, World!". Parsing,
+// bounds and the connection loop are in http_server.hpp.
 //
-//   webserver [address]             serve (default 127.0.0.1:8080) until killed
+//   webserver [address]     serve (default 127.0.0.1:8080) until killed
 //   webserver --demo [seconds] [connections]
-//                                   serve on a loopback port and drive it with
-//                                   an in-process client (default 3 s, 50
-//                                   connections, 20% heavy), then print
-//                                   requests per second and latency percentiles
-//                                   for light and heavy requests; exit 1 if any
-//                                   response was wrong
+//       serve on a loopback port (port 0) and drive it with client
+//       goroutines on keep-alive connections, one request in five to
+//       /heavy (default 3 s, 50 connections): half the time as fast as the
+//       clients go, half paced at half that throughput; prints requests
+//       per second and latency percentiles (p50/p90/p99/max) for light
+//       and heavy requests, and exits 1 if any answer was wrong
 //
-// Drive the server with wrk, e.g. `wrk -t1 -c50 -d5s http://127.0.0.1:8080/`.
+// Drive the server with wrk, e.g.
+//   wrk -t1 -c50 -d5s http://127.0.0.1:8080/        (light)
+//   wrk -t1 -c50 -d5s http://127.0.0.1:8080/mixed   (the seed's 20% mix)
 // GOMAXPROCS and the other GORO_* variables apply as in every goro program.
 #include <algorithm>
 #include <atomic>
@@ -71,26 +75,40 @@ percentiles summarize(std::vector<double>& v) {
   return {at(0.50), at(0.90), at(0.99), v.back()};
 }
 
-int demo(double seconds, int connections) {
-  auto ln = goro::net::listen("127.0.0.1:0");
-  goro::wait_group server;
-  server.add(1);
-  goro::go([&] {
-    http::serve(ln, http::seed_handler);
-    server.done();
-  });
-  const std::string where = ln.addr().str();
-  const std::string heavy_body =
-      "Heavy task result: " + std::to_string(http::compute_heavy_task());
-  std::printf(
-      "webserver demo: %s, GOMAXPROCS=%d, %d connections, %.1f s, 1 request in "
-      "5 heavy\n",
-      where.c_str(), goro::gomaxprocs(), connections, seconds);
+// A paced connection's first request is due at a random point of its
+// first interval (connections do not all send at once).
+clock_type::time_point rnd_start(clock_type::time_point start, double rate,
+                                 int connections, std::uint32_t rnd) {
+  if (rate <= 0) return start;
+  double interval = double(connections) / rate;
+  double frac = double(rnd % 1000) / 1000.0;
+  return start + std::chrono::duration_cast<clock_type::duration>(
+                     std::chrono::duration<double>(interval * frac));
+}
 
+struct phase {
+  std::vector<double> light, heavy;  // latencies, microseconds
+  long wrong = 0;
+  double seconds = 0;
+  double per_second() const {
+    return double(light.size() + heavy.size()) / seconds;
+  }
+};
+
+// `connections` client goroutines, each on its own keep-alive connection,
+// send requests for `seconds`, one in five to /heavy, and check every
+// answer. rate == 0: closed loop (a connection sends its next request when
+// the last one is answered: as fast as the server goes). rate > 0: paced,
+// `rate` requests per second over all connections, each on its own clock;
+// the latency counts from the time a request was due, so a slow answer
+// also charges the requests it delayed.
+phase drive(const std::string& where, const std::string& heavy_body,
+            int connections, double seconds, double rate) {
   std::vector<std::vector<double>> light(connections), heavy(connections);
   std::atomic<long> wrong{0};
-  const auto stop_at =
-      clock_type::now() + std::chrono::duration<double>(seconds);
+  const auto start = clock_type::now();
+  const auto stop_at = start + std::chrono::duration_cast<clock_type::duration>(
+                                   std::chrono::duration<double>(seconds));
   goro::wait_group clients;
   for (int i = 0; i < connections; i++) {
     clients.add(1);
@@ -99,6 +117,7 @@ int demo(double seconds, int connections) {
         goro::net::conn c = goro::net::dial(where);
         std::string buf, body;
         std::uint32_t rnd = 2654435761u * std::uint32_t(i + 1);
+        auto next = rnd_start(start, rate, connections, rnd);
         while (clock_type::now() < stop_at) {
           rnd = rnd * 1664525u + 1013904223u;
           bool is_heavy = (rnd >> 8) % 5 == 0;
@@ -106,6 +125,13 @@ int demo(double seconds, int connections) {
                                 ? "GET /heavy HTTP/1.1\r\nHost: demo\r\n\r\n"
                                 : "GET / HTTP/1.1\r\nHost: demo\r\n\r\n";
           auto t0 = clock_type::now();
+          if (rate > 0) {
+            if (next > t0) goro::sleep(next - t0);
+            t0 = next;
+            next += std::chrono::duration_cast<clock_type::duration>(
+                std::chrono::duration<double>(double(connections) / rate));
+            if (t0 >= stop_at) break;
+          }
           c.write(req, std::strlen(req));
           int status = 0;
           if (!read_response(c, buf, &status, &body)) {
@@ -128,17 +154,19 @@ int demo(double seconds, int connections) {
     });
   }
   clients.wait();
-  ln.close();
-  server.wait();
+  phase r;
+  r.seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+  for (auto& v : light) r.light.insert(r.light.end(), v.begin(), v.end());
+  for (auto& v : heavy) r.heavy.insert(r.heavy.end(), v.begin(), v.end());
+  r.wrong = wrong.load();
+  return r;
+}
 
-  std::vector<double> all_light, all_heavy;
-  for (auto& v : light) all_light.insert(all_light.end(), v.begin(), v.end());
-  for (auto& v : heavy) all_heavy.insert(all_heavy.end(), v.begin(), v.end());
-  const double total = double(all_light.size() + all_heavy.size());
-  std::printf("%.0f requests in %.1f s: %.0f requests/s, %ld wrong\n", total,
-              seconds, total / seconds, wrong.load());
+void print(phase& r) {
+  std::printf("  %.0f requests/s, %zu wrong answers\n", r.per_second(),
+              std::size_t(r.wrong));
   for (auto [name, v] :
-       {std::pair{"light", &all_light}, std::pair{"heavy", &all_heavy}}) {
+       {std::pair{"light", &r.light}, std::pair{"heavy", &r.heavy}}) {
     std::size_t n = v->size();
     percentiles p = summarize(*v);
     std::printf(
@@ -146,8 +174,46 @@ int demo(double seconds, int connections) {
         "us  max %8.0f us\n",
         name, n, p.p50, p.p90, p.p99, p.max);
   }
-  if (total == 0 || wrong.load() != 0) return 1;
-  return 0;
+}
+
+int demo(double seconds, int connections) {
+  auto ln = goro::net::listen("127.0.0.1:0");
+  goro::wait_group server;
+  server.add(1);
+  goro::go([&] {
+    http::serve(ln, http::seed_handler);
+    server.done();
+  });
+  const std::string where = ln.addr().str();
+  const std::string heavy_body =
+      "Heavy task result: " + std::to_string(http::compute_heavy_task());
+  std::printf(
+      "webserver demo: %s, GOMAXPROCS=%d, %d keep-alive connections, 1 "
+      "request in 5 heavy\n",
+      where.c_str(), goro::gomaxprocs(), connections);
+
+  // First as fast as the clients go: the CPU is saturated and every
+  // request queues behind the heavy ones, light or not.
+  std::printf("closed loop, %.1f s (each connection sends when answered):\n",
+              seconds / 2);
+  phase full = drive(where, heavy_body, connections, seconds / 2, 0);
+  print(full);
+  // Then at half that rate: with CPU to spare, a light request does not
+  // wait for the heavy ones (another P takes it while they compute).
+  double rate = full.per_second() / 2;
+  std::printf("paced at %.0f requests/s (half of that), %.1f s:\n", rate,
+              seconds / 2);
+  phase half = rate > 0
+                   ? drive(where, heavy_body, connections, seconds / 2, rate)
+                   : phase{};
+  if (rate > 0) print(half);
+  ln.close();
+  server.wait();
+
+  bool ok = full.wrong == 0 && half.wrong == 0 && !full.light.empty() &&
+            !full.heavy.empty() && !half.light.empty();
+  if (!ok) std::printf("FAILED: wrong answers or no requests served\n");
+  return ok ? 0 : 1;
 }
 
 }  // namespace
