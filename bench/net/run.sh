@@ -21,7 +21,8 @@
 # Every throughput workload also reports the server's CPU share and its CPU
 # time per request: a server below ~95% CPU was not the bottleneck (the
 # client on the other CPU was), and then CPU per request is the fairer
-# comparison.
+# comparison. other_cpu_pct is the time of the server's CPU that went to
+# anything but the server (other processes, interrupts): noise.
 #
 # usage: bench/net/run.sh [options] [workload ...]
 #   -n, --runs N        runs per server and workload        (NET_RUNS, 3)
@@ -182,6 +183,8 @@ stop_server() {
 
 # utime + stime of a process in clock ticks.
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# Busy time of one CPU (user, nice, system, irq, softirq, steal) in ticks.
+cpu_busy() { awk -v c="cpu$1" '$1 == c { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 proc_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 RAW=$OUT/raw.txt
@@ -222,6 +225,10 @@ one_run() {
   start_server "$log.server" $(server_cmd "$kind" "$srv") || {
     echo "FAIL $w $srv $run server did not start" >>"$RAW"; return 1; }
   local limit=$((DURATION + TIMEOUT))
+  local busy0 srv0 wall0
+  busy0=$(cpu_busy "$SERVER_CPU")
+  srv0=$(cpu_ticks "$SERVER_PID")
+  wall0=$(date +%s.%N)
   case $kind in
     echo)
       taskset -c "$CLIENT_CPU" timeout -k 5 "$limit" "$GONET" echo-client \
@@ -295,6 +302,14 @@ one_run() {
       CLIENT_PID=""
       rm -f "$TMP/hold" "$res.ready" ;;
   esac
+  # CPU time of the server's CPU that the server did not use: other
+  # processes and interrupts (noise, unless it is near 0).
+  awk -v b0="$busy0" -v b1="$(cpu_busy "$SERVER_CPU")" \
+    -v s0="$srv0" -v s1="$(cpu_ticks "$SERVER_PID")" \
+    -v w0="$wall0" -v w1="$(date +%s.%N)" 'BEGIN {
+      o = (b1 - b0) - (s1 - s0); if (o < 0) o = 0
+      printf "RESULT other_cpu_pct %.1f %%\n", o / ((w1 - w0) * 100) * 100
+    }' >>"$res"
   if ! kill -0 "$SERVER_PID" 2>/dev/null; then
     rc=99
     say "  $w $srv run $run: the server died (log: $log.server)"
@@ -364,6 +379,7 @@ echo_  p99_us             go   max  1.0
 echo_  p50_us             go   info -
 echo_  srv_cpu_pct        go   info -
 echo_  srv_cpu_us_per_op  go   info -
+echo_  other_cpu_pct      go   info -
 http_  rate               go   min  1.5
 http_  rate               raw  min  1.0
 http_  p99_us             go   max  1.0
@@ -373,11 +389,13 @@ http_  srv_cpu_pct        go   info -
 http_  srv_cpu_us_per_op  go   info -
 http_  srv_cpu_us_per_op  raw  info -
 http_  errors             go   info -
+http_  other_cpu_pct      go   info -
 mixed_ light_p99_us       go   max  1.0
 mixed_ light_p50_us       go   info -
 mixed_ heavy_p99_us       go   info -
 mixed_ rate               go   info -
 mixed_ srv_cpu_pct        go   info -
+mixed_ other_cpu_pct      go   info -
 idle_  rss_kib            go   max  1.0
 idle_  hwm_kib            go   info -
 idle_  rss_per_conn_b     go   info -
@@ -448,4 +466,5 @@ awk -v spec="$SPEC" -v csv="$CSV" -v order="$WL_ORDER" '
 cat "$TMP/table"
 echo
 echo "ratio: goro median / the other server's median; for latencies and memory lower is better."
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "CSV: $CSV   report: $OUT/report.txt   raw: $RAW"
