@@ -8,7 +8,7 @@
 // whatever the split; see check_same for the one way the status may vary.
 //
 // Built with clang++ -fsanitize=fuzzer,address when a clang++ here can
-// (examples/CMakeLists.txt); ctest's fuzz_http_short runs it for 300,000
+// (examples/CMakeLists.txt); ctest's fuzz_http_short runs it for 100,000
 // inputs (`ctest -L fuzz`). Longer runs by hand, keeping new inputs out of
 // the sources (the first directory is where libFuzzer writes), 2 jobs:
 //   mkdir -p /tmp/fuzz_http && build/default/examples/fuzz_http
