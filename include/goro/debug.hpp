@@ -25,4 +25,22 @@ struct mem_stats {
 };
 mem_stats read_mem_stats();
 
+// Asynchronous (signal-based) preemption of goroutines running call-free
+// code in the main executable. Off by default; GORO_DEBUG=asyncpreempt=1
+// turns it on at start, GORO_DEBUG=asyncpreemptoff=1 keeps it off.
+// set_async_preempt turns it on or off at run time and returns the previous
+// setting; turning it on has no effect where it is unsupported (TSan
+// builds, asyncpreemptoff=1, goro's code not told apart from the
+// executable's), which async_preempt_enabled() then shows.
+bool set_async_preempt(bool on);
+bool async_preempt_enabled();
+
+struct preempt_stats {
+  std::uint64_t signals_sent;      // preemption signals sent by the runtime
+  std::uint64_t signals_received;  // handler runs on goro's threads
+  std::uint64_t preempted;         // goroutines preempted asynchronously
+  std::uint64_t rejected_pc;       // signals that found non-preemptible code
+};
+preempt_stats read_preempt_stats();
+
 }  // namespace goro::debug

@@ -180,6 +180,27 @@ std::uint64_t goroutine_id();
 // goroutine to (its time slice is over). Cheap when there is no request.
 void preempt_point();
 
+namespace detail {
+void preempt_disable() noexcept;
+void preempt_enable() noexcept;
+}  // namespace detail
+
+// Disables asynchronous (signal) preemption of the calling goroutine for
+// its lifetime; nestable. Use it around code in the executable that must
+// not be interrupted and resumed later: a critical section of a std::mutex
+// or any OS-level lock another goroutine may take, code that relies on a
+// thread_local address staying put. Blocking goro calls inside the scope
+// still switch goroutines as usual. When the outermost guard ends and the
+// goroutine's time slice ran out meanwhile, it yields there (a cooperative
+// preemption point). No-op on a plain thread.
+class preempt_guard {
+ public:
+  preempt_guard() noexcept { detail::preempt_disable(); }
+  ~preempt_guard() { detail::preempt_enable(); }
+  preempt_guard(const preempt_guard&) = delete;
+  preempt_guard& operator=(const preempt_guard&) = delete;
+};
+
 // Wires the calling goroutine to its current OS thread: until as many
 // unlock_os_thread calls, it runs only on this thread and the thread runs
 // nothing else. A goroutine that exits while locked ends its thread too.

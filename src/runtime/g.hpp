@@ -77,6 +77,12 @@ struct G {
   wait_reason waitreason = wait_reason::zero;
   // Asked to yield at the next safe point (set by sysmon, read by the G).
   std::atomic<bool> preempt{false};
+  // goro::preempt_guard nesting: > 0 forbids async preemption (read by the
+  // preemption signal handler on the G's own thread).
+  std::atomic<std::int32_t> preempt_off{0};
+  // lockedm was set by an async preemption (not lock_os_thread), for one
+  // resumption: cleared when the G resumes on that thread.
+  bool async_pinned = false;
   bool goexiting = false;      // goexit's forced unwinding is in progress
   bool goexit_caught = false;  // the goroutine entry consumed it
   // The stack's pages were returned to the OS while the G sat in the global

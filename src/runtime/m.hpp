@@ -54,6 +54,12 @@ struct M {
   unsigned tsan_g0_uses = 0;
   // Alternate signal stack for the overflow handler.
   void* sigstack = nullptr;
+  // A preemption signal was sent and its handler has not run yet (Go's
+  // signalPending): coalesces sysmon's requests.
+  std::atomic<bool> signal_pending{false};
+  // The thread's signal mask at start (first 64 signals): a context with
+  // another mask (inside a user's signal handler) is never preempted.
+  std::uint64_t sigmask0 = 0;
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)
   // This thread's C++ exception globals (__cxa_get_globals()), fetched once
   // at thread start so a switch saves and restores them without a call.

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
@@ -65,6 +66,7 @@ void* mstart(void* arg) {
   mp->procid = pid_t(syscall(SYS_gettid));
   mp->eh_globals = abi::__cxa_get_globals();
   minit_signals();
+  minit_asyncpreempt(mp);
   mstart1(mp);
 }
 

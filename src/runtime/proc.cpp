@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
@@ -60,6 +61,9 @@ void parse_debug() {
       int v = std::atoi(kv.c_str() + eq + 1);
       if (k == "schedtrace") debug.schedtrace = v;
       if (k == "scheddetail") debug.scheddetail = v;
+      if (k == "asyncpreempt") debug.asyncpreempt = v;
+      if (k == "asyncpreemptoff") debug.asyncpreemptoff = v;
+      if (k == "asyncpreemptsig") debug.asyncpreemptsig = v;
     }
     pos = end + 1;
   }
@@ -92,6 +96,7 @@ void schedinit(const goro::options* opt) {
 
   stackinit(opt ? opt->stack_size : 0, opt ? int(opt->guard) : 0);
   install_overflow_handler();
+  asyncpreempt_init();
 
   allp = new P*[max_procs]();
   idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
@@ -300,5 +305,25 @@ void preempt_point() {
   if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed))
     rt::gopreempt();
 }
+
+namespace detail {
+
+void preempt_disable() noexcept {
+  if (rt::G* gp = rt::getg())
+    gp->preempt_off.store(gp->preempt_off.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_relaxed);
+}
+
+void preempt_enable() noexcept {
+  rt::G* gp = rt::getg();
+  if (gp == nullptr) return;
+  std::int32_t n = gp->preempt_off.load(std::memory_order_relaxed) - 1;
+  gp->preempt_off.store(n, std::memory_order_relaxed);
+  // A preemption asked for inside the guard happens now (as Go's
+  // releasem): the time slice is over.
+  if (n == 0 && gp->preempt.load(std::memory_order_relaxed)) rt::gopreempt();
+}
+
+}  // namespace detail
 
 }  // namespace goro

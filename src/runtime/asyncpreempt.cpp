@@ -1,0 +1,445 @@
+// asyncpreempt.cpp: asynchronous (signal-based) preemption of goroutines
+// running call-free code (Go's preemptM, doSigPreempt, isAsyncSafePoint,
+// asyncPreempt; ../shared/reference/preemption.md §4).
+//
+// sysmon's preemptone sets G.preempt and, when async preemption is on,
+// sends the goroutine's thread a signal (SIGURG by default), coalesced by
+// M.signal_pending. The handler runs on the thread's alternate signal
+// stack and only looks and copies (async-signal-safe: no lock, no
+// allocation). If the interrupted goroutine may be preempted there (its
+// preemption was asked for; it is running, outside any goro::preempt_guard
+// and any runtime lock; the PC is in the main executable's code but not in
+// goro's own code (section goro_text) or the PLT; the signal mask is the
+// thread's usual one; its stack has room), the handler copies the general
+// registers, RFLAGS and the XSAVE image onto the goroutine's stack below
+// the red zone (layout in asyncpreempt_amd64.S) and rewrites the ucontext
+// so that sigreturn lands on the M's scheduler stack (g0), in ordinary
+// context, in goro_async_preempt_entry -> goro_async_preempted. That
+// function does what an mcall(gosched_m) does for a yield, plus a pin: the
+// goroutine is locked to this thread (as lock_os_thread does) until it
+// resumes here, because the interrupted code may hold thread_local
+// addresses in registers. Resuming is goro_gogo into goro_async_resume,
+// which restores every register exactly.
+#include "runtime/asyncpreempt.hpp"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <goro/debug.hpp>
+#include <mutex>
+#include <vector>
+
+#include "runtime/globrunq.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/park.hpp"
+#include "runtime/proc.hpp"
+#include "runtime/runq.hpp"
+#include "runtime/san.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/tls.hpp"
+
+// goro's own code when the static library is linked into the executable:
+// the build renames every code section of libgoro.a to goro_text
+// (cmake/goro_text.cmake) and the linker defines these. Null in the
+// shared library, whose code is outside the executable anyway.
+extern "C" {
+extern char __start_goro_text[] __attribute__((weak, visibility("hidden")));
+extern char __stop_goro_text[] __attribute__((weak, visibility("hidden")));
+void goro_async_preempt_entry();
+void goro_async_resume();
+}
+
+namespace goro::rt {
+
+std::atomic<bool> async_preempt_on{false};
+async_preempt_counters async_preempt_stats;
+
+namespace {
+
+// The saved context, on the goroutine's stack (asyncpreempt_amd64.S).
+struct alignas(64) async_ctx {
+  std::uint64_t rax, rbx, rcx, rdx, rsi, rbp;
+  std::uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+  std::uint64_t slots;  // S - 152: rdi, rflags, rip
+  G* g;
+  M* m;
+  std::uint64_t xsave;  // 1: XSAVE image, 0: FXSAVE image
+  std::uint64_t pad[6];
+};
+static_assert(sizeof(async_ctx) == 192);
+static_assert(offsetof(async_ctx, slots) == 112);
+static_assert(offsetof(async_ctx, g) == 120);
+static_assert(offsetof(async_ctx, xsave) == 136);
+
+// Stack a preempted goroutine must have left below its saved context, for
+// goro_async_resumed (and the sanitizer calls in it).
+#ifdef GORO_HAVE_ASAN
+constexpr std::uintptr_t resume_headroom = 32 * 1024;
+#else
+constexpr std::uintptr_t resume_headroom = 16 * 1024;
+#endif
+
+struct pc_range {
+  std::uintptr_t lo, hi;
+};
+constexpr int max_ranges = 64;
+pc_range ranges[max_ranges];  // preemptible code, written before install
+int nranges = 0;
+
+int preempt_sig = SIGURG;
+pid_t self_pid = 0;
+struct sigaction old_action;
+bool installed = false;
+bool supported = true;
+std::mutex install_mu;
+
+bool pc_preemptible(std::uintptr_t pc) {
+  for (int i = 0; i < nranges; i++)
+    if (pc >= ranges[i].lo && pc < ranges[i].hi) return true;
+  return false;
+}
+
+// Removes [lo, hi) from the preemptible ranges.
+void exclude(std::vector<pc_range>& v, std::uintptr_t lo, std::uintptr_t hi) {
+  if (lo >= hi) return;
+  std::vector<pc_range> out;
+  for (pc_range r : v) {
+    if (hi <= r.lo || lo >= r.hi) {
+      out.push_back(r);
+      continue;
+    }
+    if (r.lo < lo) out.push_back({r.lo, lo});
+    if (hi < r.hi) out.push_back({hi, r.hi});
+  }
+  v.swap(out);
+}
+
+struct exe_info {
+  std::uintptr_t bias = 0;
+  std::vector<pc_range> text;
+  bool found = false;
+};
+
+int phdr_cb(dl_phdr_info* info, std::size_t, void* data) {
+  // The first object is the main program.
+  auto* e = static_cast<exe_info*>(data);
+  e->bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
+      e->text.push_back({info->dlpi_addr + ph.p_vaddr,
+                         info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+  }
+  e->found = true;
+  return 1;
+}
+
+// The executable's PLT sections (.plt, .plt.sec, .plt.got), from its
+// section headers.
+void exclude_plt(std::vector<pc_range>& v, std::uintptr_t bias) {
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ElfW(Ehdr) eh;
+  std::vector<ElfW(Shdr)> sh;
+  std::vector<char> names;
+  if (pread(fd, &eh, sizeof eh, 0) != ssize_t(sizeof eh) ||
+      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(ElfW(Shdr)) || eh.e_shstrndx >= eh.e_shnum)
+    goto out;
+  sh.resize(eh.e_shnum);
+  if (pread(fd, sh.data(), sh.size() * sizeof(ElfW(Shdr)), off_t(eh.e_shoff)) !=
+      ssize_t(sh.size() * sizeof(ElfW(Shdr))))
+    goto out;
+  names.resize(sh[eh.e_shstrndx].sh_size + 1);
+  if (pread(fd, names.data(), names.size() - 1,
+            off_t(sh[eh.e_shstrndx].sh_offset)) != ssize_t(names.size() - 1))
+    goto out;
+  for (const ElfW(Shdr) & s : sh) {
+    if (s.sh_name >= names.size() - 1) continue;
+    const char* n = names.data() + s.sh_name;
+    if (std::strcmp(n, ".plt") == 0 || std::strcmp(n, ".plt.sec") == 0 ||
+        std::strcmp(n, ".plt.got") == 0 || std::strcmp(n, ".iplt") == 0)
+      exclude(v, bias + s.sh_addr, bias + s.sh_addr + s.sh_size);
+  }
+out:
+  close(fd);
+}
+
+// Computes the preemptible code ranges; false if goro's own code cannot be
+// told apart from the executable's (then async preemption stays off).
+bool compute_ranges() {
+  exe_info e;
+  dl_iterate_phdr(phdr_cb, &e);
+  if (!e.found) return false;
+  std::vector<pc_range> v = e.text;
+  if (__start_goro_text != nullptr && __stop_goro_text != nullptr)
+    exclude(v, reinterpret_cast<std::uintptr_t>(__start_goro_text),
+            reinterpret_cast<std::uintptr_t>(__stop_goro_text));
+  exclude_plt(v, e.bias);
+  if (int(v.size()) > max_ranges) return false;
+  for (std::size_t i = 0; i < v.size(); i++) ranges[i] = v[i];
+  nranges = int(v.size());
+  // goro's code must be outside (the shared library, or the static one
+  // with its goro_text section); otherwise refuse.
+  return !pc_preemptible(
+             reinterpret_cast<std::uintptr_t>(&goro_async_resume)) &&
+         !pc_preemptible(reinterpret_cast<std::uintptr_t>(&asyncpreempt_set));
+}
+
+// Copies n bytes without sanitizer checks (the destination is goroutine
+// stack below its stack pointer, which ASan may still mark as redzones of
+// returned frames).
+inline void raw_copy(void* dst, const void* src, std::size_t n) {
+  asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+// The handler's decision and copy. Async-signal-safe.
+__attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
+  if (!async_preempt_on.load(std::memory_order_relaxed)) return;
+  G* gp = mp->curg.load(std::memory_order_relaxed);
+  if (gp == nullptr || !gp->preempt.load(std::memory_order_relaxed)) return;
+  if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
+  if (mp->locks != 0 || mp->p == nullptr ||
+      gp->preempt_off.load(std::memory_order_relaxed) != 0)
+    return;
+  greg_t* r = uc->uc_mcontext.gregs;
+  std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
+  if (!pc_preemptible(pc)) {
+    async_preempt_stats.rejected_pc.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::uint64_t mask;
+  std::memcpy(&mask, &uc->uc_sigmask, sizeof mask);
+  if (mask != mp->sigmask0) return;  // inside a user's signal handler?
+  auto* fx = reinterpret_cast<unsigned char*>(uc->uc_mcontext.fpregs);
+  if (fx == nullptr) return;
+  std::uint32_t magic1, xstate_size;
+  std::memcpy(&magic1, fx + 464, 4);  // _fpx_sw_bytes.magic1
+  std::memcpy(&xstate_size, fx + 480, 4);
+  bool xs = magic1 == 0x46505853u;  // FP_XSTATE_MAGIC1
+  std::size_t fpsize = xs ? xstate_size : 512;
+  if (fpsize < 512 || fpsize > 64 * 1024) return;
+  std::uintptr_t sp = std::uintptr_t(r[REG_RSP]);
+  if (sp > gp->stk.hi || sp <= gp->stk.lo) return;
+  std::uintptr_t slots = sp - 152;
+  std::uintptr_t ctxa =
+      (slots - sizeof(async_ctx) - fpsize) & ~std::uintptr_t(63);
+  std::uintptr_t frame = ctxa - 64;
+  if (ctxa < gp->stk.lo + resume_headroom + 64) return;
+
+  auto* s = reinterpret_cast<std::uint64_t*>(slots);
+  s[0] = std::uint64_t(r[REG_RDI]);
+  s[1] = std::uint64_t(r[REG_EFL]);
+  s[2] = std::uint64_t(r[REG_RIP]);
+  auto* c = reinterpret_cast<async_ctx*>(ctxa);
+  c->rax = std::uint64_t(r[REG_RAX]);
+  c->rbx = std::uint64_t(r[REG_RBX]);
+  c->rcx = std::uint64_t(r[REG_RCX]);
+  c->rdx = std::uint64_t(r[REG_RDX]);
+  c->rsi = std::uint64_t(r[REG_RSI]);
+  c->rbp = std::uint64_t(r[REG_RBP]);
+  c->r8 = std::uint64_t(r[REG_R8]);
+  c->r9 = std::uint64_t(r[REG_R9]);
+  c->r10 = std::uint64_t(r[REG_R10]);
+  c->r11 = std::uint64_t(r[REG_R11]);
+  c->r12 = std::uint64_t(r[REG_R12]);
+  c->r13 = std::uint64_t(r[REG_R13]);
+  c->r14 = std::uint64_t(r[REG_R14]);
+  c->r15 = std::uint64_t(r[REG_R15]);
+  c->slots = slots;
+  c->g = gp;
+  c->m = mp;
+  c->xsave = xs ? 1 : 0;
+  raw_copy(reinterpret_cast<unsigned char*>(ctxa) + sizeof(async_ctx), fx,
+           fpsize);
+  // A goro_mcall frame for goro_gogo: default MXCSR and x87 control word
+  // for goro_async_resumed (XRSTOR then loads the goroutine's), rbx = ctx,
+  // return address goro_async_resume+1 (past its nop).
+  auto* f = reinterpret_cast<std::uint64_t*>(frame);
+  f[0] = (std::uint64_t(0x037F) << 32) | 0x1F80;
+  f[1] = f[2] = f[3] = f[4] = 0;
+  f[5] = ctxa;
+  f[6] = 0;
+  f[7] = reinterpret_cast<std::uint64_t>(&goro_async_resume) + 1;
+  gp->sched_sp = reinterpret_cast<void*>(frame);
+
+  // Leave the handler onto g0: goro_async_preempt_entry(gp), with clean
+  // flags (DF, TF clear) and the default floating-point state (MXCSR,
+  // x87 control word; every XSAVE component in its initial state).
+  r[REG_RIP] =
+      greg_t(reinterpret_cast<std::uintptr_t>(&goro_async_preempt_entry));
+  r[REG_RSP] = greg_t(reinterpret_cast<std::uintptr_t>(mp->g0_sp));
+  r[REG_RDI] = greg_t(reinterpret_cast<std::uintptr_t>(gp));
+  r[REG_RBP] = 0;
+  r[REG_EFL] = 0x202;
+  std::uint32_t mxcsr = 0x1F80;
+  std::uint16_t fcw = 0x037F;
+  std::memcpy(fx + 24, &mxcsr, 4);
+  std::memcpy(fx, &fcw, 2);
+  if (xs) {
+    std::uint64_t bv = 0;
+    std::memcpy(fx + 512, &bv, 8);  // XSTATE_BV: all components initial
+  }
+  async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
+}
+
+void sigpreempt(int sig, siginfo_t* si, void* uctx) {
+  int saved_errno = errno;
+  // A real signal of this number may have been coalesced with ours: the
+  // handler installed before goro's sees every one (as Go forwards them).
+  if ((old_action.sa_flags & SA_SIGINFO) && old_action.sa_sigaction != nullptr)
+    old_action.sa_sigaction(sig, si, uctx);
+  else if (old_action.sa_handler != SIG_DFL &&
+           old_action.sa_handler != SIG_IGN && old_action.sa_handler != nullptr)
+    old_action.sa_handler(sig);
+  M* mp = goro_tls_m;  // same thread: a direct TLS read is fine here
+  if (mp != nullptr) {
+    async_preempt_stats.received.fetch_add(1, std::memory_order_relaxed);
+    mp->signal_pending.store(false, std::memory_order_relaxed);
+    try_preempt(mp, static_cast<ucontext_t*>(uctx));
+  }
+  errno = saved_errno;
+}
+
+bool install_locked() {
+  if (installed) return true;
+  if (!supported) return false;
+  if (!compute_ranges()) {
+    supported = false;
+    return false;
+  }
+  self_pid = getpid();
+  struct sigaction sa {};
+  sa.sa_sigaction = sigpreempt;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  if (sigaction(preempt_sig, &sa, &old_action) != 0) {
+    supported = false;
+    return false;
+  }
+  installed = true;
+  return true;
+}
+
+}  // namespace
+
+void minit_asyncpreempt(M* mp) {
+  // The preemption signal must reach every M (a creator that blocked it
+  // passed its mask on).
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, preempt_sig);
+  pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+  sigset_t cur;
+  pthread_sigmask(SIG_SETMASK, nullptr, &cur);
+  std::memcpy(&mp->sigmask0, &cur, sizeof mp->sigmask0);
+}
+
+void asyncpreempt_init() {
+  if (debug.asyncpreemptsig > 0 && debug.asyncpreemptsig < NSIG &&
+      debug.asyncpreemptsig != SIGSEGV && debug.asyncpreemptsig != SIGBUS)
+    preempt_sig = debug.asyncpreemptsig;
+#ifdef GORO_HAVE_TSAN
+  // TSan defers asynchronous signals to its next interceptor and hands the
+  // handler a copy of the context, so the handler cannot redirect the
+  // thread: async preemption is off under TSan.
+  supported = false;
+#endif
+  if (debug.asyncpreemptoff > 0) supported = false;
+  if (debug.asyncpreempt > 0) asyncpreempt_set(true);
+}
+
+bool asyncpreempt_set(bool on) {
+  std::lock_guard<std::mutex> lk(install_mu);
+  bool prev = async_preempt_on.load();
+  if (on && !install_locked()) return prev;
+  async_preempt_on.store(on);
+  return prev;
+}
+
+void preemptM(M* mp, G* gp) {
+  if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
+  if (mp->procid == 0) return;
+  if (mp->signal_pending.exchange(true)) return;
+  async_preempt_stats.sent.fetch_add(1, std::memory_order_relaxed);
+  syscall(SYS_tgkill, self_pid, mp->procid, preempt_sig);
+}
+
+}  // namespace goro::rt
+
+using namespace goro::rt;
+
+// On g0, in ordinary context, right after the handler's sigreturn: gp was
+// interrupted and its context saved on its stack. As mcall(gosched_m),
+// plus the pin to this thread.
+extern "C" [[noreturn]] void goro_async_preempted(G* gp) {
+  M* mp = getm();
+  eh_save(mp, gp);
+  san_leave_g(mp, gp, false);
+  san_enter_g0(mp);
+  casgstatus(gp, g_running, g_runnable);
+  dropg(mp, gp);
+  // Registers may hold addresses of this thread's thread_locals (or
+  // malloc's per-thread caches): gp resumes here. A goroutine already
+  // locked by lock_os_thread stays locked as it was.
+  if (gp->lockedm == nullptr) {
+    gp->lockedm = mp;
+    mp->lockedg = gp;
+    gp->async_pinned = true;
+  }
+  if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
+    runqput(mp->p, gp, false);
+  } else {
+    lock_guard lk(sched.lock);
+    globrunqput(gp);
+  }
+  // schedule() sees the locked goroutine: it hands the P (with gp queued)
+  // to another thread and waits until someone finds gp and hands a P back.
+  schedule();
+  __builtin_unreachable();
+}
+
+// On gp's stack, on the thread that resumes it (goro_async_resume), just
+// before its context is restored.
+extern "C" void goro_async_resumed(void* ctxp) {
+  auto* c = static_cast<async_ctx*>(ctxp);
+  G* gp = c->g;
+  M* mp = getm();
+  san_enter_g(gp, false);
+  if (mp != c->m)
+    fatal("async preemption: goroutine resumed on another thread");
+  if (gp->async_pinned) {
+    gp->async_pinned = false;
+    if (mp->locked_ext == 0) {
+      mp->lockedg = nullptr;
+      gp->lockedm = nullptr;
+    }
+  }
+}
+
+namespace goro::debug {
+
+bool set_async_preempt(bool on) { return rt::asyncpreempt_set(on); }
+
+bool async_preempt_enabled() {
+  return rt::async_preempt_on.load(std::memory_order_relaxed);
+}
+
+preempt_stats read_preempt_stats() {
+  auto& s = rt::async_preempt_stats;
+  return preempt_stats{s.sent.load(), s.received.load(), s.preempted.load(),
+                       s.rejected_pc.load()};
+}
+
+}  // namespace goro::debug

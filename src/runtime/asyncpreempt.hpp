@@ -1,0 +1,39 @@
+// asyncpreempt.hpp: signal-based (asynchronous) preemption of goroutines
+// running call-free code (Go's preemptM, doSigPreempt, asyncPreempt).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace goro::rt {
+
+struct G;
+struct M;
+
+// Async preemption is on (GORO_DEBUG=asyncpreempt=1, or
+// goro::debug::set_async_preempt). Read by preemptone and the handler.
+extern std::atomic<bool> async_preempt_on;
+
+// Counters for goro::debug::read_preempt_stats.
+struct async_preempt_counters {
+  std::atomic<std::uint64_t> sent{0};         // signals sent by preemptM
+  std::atomic<std::uint64_t> received{0};     // handler runs
+  std::atomic<std::uint64_t> preempted{0};    // goroutines preempted
+  std::atomic<std::uint64_t> rejected_pc{0};  // PC outside preemptible code
+};
+extern async_preempt_counters async_preempt_stats;
+
+// Start-up: applies GORO_DEBUG's asyncpreempt/asyncpreemptoff/
+// asyncpreemptsig settings (debug_vars) and installs the handler if on.
+void asyncpreempt_init();
+// Turns async preemption on or off at run time (installing the handler on
+// first use); returns the previous setting. Off (and false) where it is not
+// supported (TSan builds).
+bool asyncpreempt_set(bool on);
+// Per-thread set-up of a new M (its signal mask).
+void minit_asyncpreempt(M* mp);
+// Asks mp, running gp, to preempt it with a signal (Go's preemptM), if gp
+// is running user code (not in a blocking call) and no signal is pending.
+void preemptM(M* mp, G* gp);
+
+}  // namespace goro::rt

@@ -1,0 +1,102 @@
+// asyncpreempt_amd64.S: the two ends of an asynchronous preemption
+// (asyncpreempt.cpp).
+//
+// The preemption signal's handler copies the interrupted context (general
+// registers, RFLAGS and the XSAVE image) onto the goroutine's own stack,
+// below the red zone, and rewrites the ucontext so that the thread, once
+// the handler returns, runs goro_async_preempt_entry on its scheduler
+// stack (g0) in ordinary, non-handler context. Layout, from the
+// interrupted stack pointer S down:
+//
+//   [S-128, S)      the red zone, untouched
+//   S-136           RIP     \  the three slots the last instructions of
+//   S-144           RFLAGS   > goro_async_resume pop (rsp = S-152)
+//   S-152           RDI     /
+//   ctx (64-aligned): rax rbx rcx rdx rsi rbp r8-r15 (0..104), the slots'
+//                   address (112), G (120), M (128), 1 for an XSAVE
+//                   image / 0 for FXSAVE (136); the image at ctx+192
+//   ctx-64          a goro_mcall frame whose return address is
+//                   goro_async_resume+1 and whose rbx is ctx: G.sched_sp
+//
+// So the scheduler resumes a preempted goroutine with the ordinary
+// goro_gogo, which "returns" into goro_async_resume.
+
+	.text
+
+// [[noreturn]] goro_async_preempt_entry(G* gp), rsp = the M's g0_sp.
+// Entered by the handler's sigreturn; the outermost frame of g0.
+	.globl	goro_async_preempt_entry
+	.hidden	goro_async_preempt_entry
+	.type	goro_async_preempt_entry, @function
+	.p2align 4
+goro_async_preempt_entry:
+	.cfi_startproc
+	.cfi_undefined %rip
+	andq	$-16, %rsp
+	callq	goro_async_preempted
+	ud2
+	.cfi_endproc
+	.size	goro_async_preempt_entry, .-goro_async_preempt_entry
+
+// Resumes an asynchronously preempted goroutine on its own stack: rbx =
+// ctx (from the goro_mcall frame goro_gogo popped). Calls
+// goro_async_resumed(ctx) (sanitizer fiber, thread pin), then restores the
+// whole context: XRSTOR (all components XCR0 enables; the image's
+// XSTATE_BV decides which are loaded), the general registers, then from
+// the three slots rdi, RFLAGS and RIP, and `ret $128` steps back over the
+// red zone to the interrupted stack pointer.
+//
+// Until the stack pointer moves to the slots this is an outermost frame
+// (rip undefined). From then on the CFI describes the interrupted code as
+// the caller: CFA = S, RIP at S-136, rdi at S-152, every other register in
+// itself; .cfi_signal_frame tells unwinders that RIP is exact (not a
+// return address). Nothing is read below the stack pointer after it moves,
+// so a signal delivered on this stack during the last instructions cannot
+// clobber what remains to be restored.
+	.globl	goro_async_resume
+	.hidden	goro_async_resume
+	.type	goro_async_resume, @function
+	.p2align 4
+goro_async_resume:
+	.cfi_startproc
+	.cfi_signal_frame
+	.cfi_undefined %rip
+	nop			// the return address is goro_async_resume+1
+	movq	%rbx, %rdi
+	callq	goro_async_resumed
+	movq	%rbx, %rdi
+	movl	$-1, %eax
+	movl	$-1, %edx
+	cmpq	$0, 136(%rdi)
+	je	1f
+	xrstor64 192(%rdi)
+	jmp	2f
+1:	fxrstor64 192(%rdi)
+2:	movq	0(%rdi), %rax
+	movq	8(%rdi), %rbx
+	movq	16(%rdi), %rcx
+	movq	24(%rdi), %rdx
+	movq	32(%rdi), %rsi
+	movq	40(%rdi), %rbp
+	movq	48(%rdi), %r8
+	movq	56(%rdi), %r9
+	movq	64(%rdi), %r10
+	movq	72(%rdi), %r11
+	movq	80(%rdi), %r12
+	movq	88(%rdi), %r13
+	movq	96(%rdi), %r14
+	movq	104(%rdi), %r15
+	movq	112(%rdi), %rsp
+	.cfi_def_cfa %rsp, 152
+	.cfi_offset %rip, -136
+	.cfi_offset %rdi, -152
+	popq	%rdi
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %rdi
+	popfq
+	.cfi_adjust_cfa_offset -8
+	ret	$128
+	.cfi_endproc
+	.size	goro_async_resume, .-goro_async_resume
+
+	.section .note.GNU-stack,"",@progbits
