@@ -92,9 +92,10 @@ void serve(goro::net::listener& ln, handler h, server_options opt = {});
 // seed's handler (one request in five runs it), anything else answers
 // "Hello, World!".
 response seed_handler(const request& r);
-// The seed's computeHeavyTask: 10,000,000 additions (a few ms), with a
-// cooperative preemption point every 65,536 iterations (until asynchronous
-// preemption lands, a call-free loop would hold its P).
+// The seed's computeHeavyTask: 10,000,000 additions (about 3 ms), with a
+// cooperative preemption point every 65,536 iterations: a call-free loop
+// holds its P for as long as it runs unless asynchronous preemption is on
+// (off by default: GORO_DEBUG=asyncpreempt=1, see goro/debug.hpp).
 long long compute_heavy_task();
 
 }  // namespace http
