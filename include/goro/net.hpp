@@ -124,17 +124,26 @@ class listener {
  public:
   listener() = default;
   explicit listener(goro::fd f) : fd_(std::move(f)) {}
+  listener(listener&& other) noexcept;
+  listener& operator=(listener&& other) noexcept;
+  ~listener();  // close()
   // Parks until a connection arrives. A listener closed from another
-  // goroutine wakes it with closed_error.
+  // goroutine wakes it with closed_error. Out of descriptors (EMFILE,
+  // ENFILE) it waits and retries: 5 ms, doubling up to 1 s.
   conn accept();
-  void close() noexcept { fd_.close(); }
+  // Closes; blocked accepts wake with closed_error. A Unix listener that
+  // listen() bound to a path removes that socket file (Go's
+  // UnixListener.Close), so the path can be listened on again.
+  void close() noexcept;
   goro::net::addr addr() const;  // the bound address (the real port for port 0)
   void set_deadline(time_point t) { fd_.set_read_deadline(t); }
   goro::fd& fd() { return fd_; }
   explicit operator bool() const { return static_cast<bool>(fd_); }
 
  private:
+  friend listener listen(std::string_view network, std::string_view address);
   goro::fd fd_;
+  std::string unlink_path_;  // removed by close() (Unix path listeners)
 };
 
 // A datagram socket: UDP or Unix datagram (Go's net.PacketConn).
@@ -173,7 +182,9 @@ packet_conn listen_packet(std::string_view network, std::string_view address);
 // only (tcp*, unix); see dial_packet for datagrams.
 conn dial(std::string_view address);
 conn dial(std::string_view network, std::string_view address);
-// Fails with deadline_exceeded if not connected within `timeout`.
+// Fails with deadline_exceeded if not connected within `timeout` (as Go's
+// DialTimeout: zero is no timeout, a negative one has already passed). The
+// timeout bounds the connect only; the connection has no deadline.
 conn dial_timeout(std::string_view network, std::string_view address,
                   std::chrono::nanoseconds timeout);
 // A connected datagram socket (udp*, unixgram).

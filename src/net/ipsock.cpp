@@ -123,19 +123,6 @@ void split_host_port(std::string_view address, std::string& host,
   if (port.empty()) bad("missing port");
 }
 
-addr unix_addr(std::string_view path) {
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof un.sun_path)
-    throw std::invalid_argument("goro::net: bad unix socket path \"" +
-                                std::string(path) + "\"");
-  std::memcpy(un.sun_path, path.data(), path.size());
-  if (path[0] == '@') un.sun_path[0] = 0;  // the abstract namespace
-  socklen_t len = socklen_t(offsetof(sockaddr_un, sun_path) + path.size() +
-                            (path[0] == '@' ? 0 : 1));
-  return addr(reinterpret_cast<const sockaddr*>(&un), len);
-}
-
 }  // namespace
 
 addr resolve_for(const network& net, std::string_view address, bool passive) {

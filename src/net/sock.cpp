@@ -5,11 +5,12 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <goro/net.hpp>
+#include <stdexcept>
+#include <string>
 
 #include "net/fd_internal.hpp"
 
@@ -28,28 +29,16 @@ goro::fd new_socket(int family, int type) {
   }
 }
 
-void connect_fd(goro::fd& f, const addr& a,
-                std::chrono::steady_clock::time_point deadline) {
-  if (deadline != std::chrono::steady_clock::time_point{})
-    f.set_write_deadline(deadline);
-  for (;;) {
-    if (::connect(f.get(), a.data(), a.size()) == 0) break;
-    if (errno == EINTR) continue;  // the connect goes on: wait for it below
-    if (errno != EINPROGRESS && errno != EALREADY)
-      throw_errno(errno, "connect");
-    // Writable once the connection is made or has failed; SO_ERROR says
-    // which (Go's connect in fd_unix.go).
-    f.wait_writable();
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (getsockopt(f.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-      throw_errno(errno, "getsockopt");
-    if (err == 0) break;
-    if (err == EINPROGRESS || err == EALREADY || err == EINTR) continue;
-    throw_errno(err, "connect");
-  }
-  if (deadline != std::chrono::steady_clock::time_point{})
-    f.set_write_deadline({});
+addr sockname(goro::fd& f, bool peer) {
+  goro::detail::fd_state* st = goro::detail::state_of(f);
+  goro::detail::fd_ref ref(st);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  int s = st->sysfd;
+  int rc = peer ? getpeername(s, reinterpret_cast<sockaddr*>(&ss), &len)
+                : getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (rc != 0) throw_errno(errno, peer ? "getpeername" : "getsockname");
+  return addr(reinterpret_cast<sockaddr*>(&ss), len);
 }
 
 namespace {
@@ -79,7 +68,68 @@ goro::fd bind_socket(const network& net, std::string_view address,
   return f;
 }
 
+// The handshake is over: connected, or a pending error that SO_ERROR
+// reports. Throws that error; false while the connect is still in progress.
+bool connect_done(int s) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+    throw_errno(errno, "getsockopt");
+  switch (err) {
+    case EINPROGRESS:
+    case EALREADY:
+    case EINTR:
+      return false;
+    case EISCONN:
+      return true;
+    case 0: {
+      // Writable without an error is not proof of a connection: the wait
+      // may return for a readiness older than the connect (registering
+      // the still unconnected socket reports EPOLLOUT|EPOLLHUP). Connected
+      // only if there is a peer (Go's connect in fd_unix.go does the same).
+      sockaddr_storage ss{};
+      socklen_t sl = sizeof ss;
+      return getpeername(s, reinterpret_cast<sockaddr*>(&ss), &sl) == 0;
+    }
+    default:
+      throw_errno(err, "connect");
+  }
+}
+
 }  // namespace
+
+void connect_fd(goro::fd& f, const addr& a,
+                std::chrono::steady_clock::time_point deadline) {
+  const bool timed = deadline != std::chrono::steady_clock::time_point{};
+  if (timed) f.set_write_deadline(deadline);
+  goro::detail::fd_state* s = goro::detail::state_of(f);
+  {
+    goro::detail::fd_ref ref(s);
+    // Fails at once past the deadline; drops a write readiness left from
+    // the registration, so the wait below is for the handshake.
+    goro::detail::fd_prepare(s, 'w', "connect");
+    // One connect(2) (Go's netFD.connect): after EINTR the handshake goes
+    // on in the kernel, and calling connect again could start a second
+    // one on a socket whose first attempt failed.
+    int err = ::connect(s->sysfd, a.data(), a.size()) == 0 ? 0 : errno;
+    switch (err) {
+      case 0:
+      case EISCONN:
+        break;
+      case EINPROGRESS:
+      case EALREADY:
+      case EINTR:
+        // Writable once the connection is made or has failed.
+        do {
+          goro::detail::fd_wait(s, 'w', "connect");
+        } while (!connect_done(s->sysfd));
+        break;
+      default:
+        throw_errno(err, "connect");
+    }
+  }
+  if (timed) f.set_write_deadline({});
+}
 
 }  // namespace detail
 
@@ -91,8 +141,17 @@ listener listen(std::string_view network, std::string_view address) {
     throw std::invalid_argument("goro::net::listen: not a stream network: " +
                                 std::string(network));
   goro::fd f = detail::bind_socket(net, address, true);
-  if (::listen(f.get(), SOMAXCONN) != 0) detail::throw_errno(errno, "listen");
-  return listener(std::move(f));
+  // A path (not "@name") is a socket file from here on: remove it if
+  // listen fails, and when the listener closes.
+  const bool path = net.family == AF_UNIX && address[0] != '@';
+  if (::listen(f.get(), SOMAXCONN) != 0) {
+    int err = errno;
+    if (path) ::unlink(std::string(address).c_str());
+    detail::throw_errno(err, "listen");
+  }
+  listener ln(std::move(f));
+  if (path) ln.unlink_path_ = std::string(address);
+  return ln;
 }
 
 packet_conn listen_packet(std::string_view network, std::string_view address) {
@@ -138,15 +197,8 @@ packet_conn dial_packet(std::string_view network, std::string_view address) {
         std::string(network));
   addr a = detail::resolve_for(net, address, false);
   goro::fd f = detail::new_socket(a.family(), SOCK_DGRAM);
-  if (a.family() == AF_UNIX) {
-    // An unbound unixgram socket cannot receive replies: autobind it to
-    // an abstract address (Linux).
-    sockaddr_un un{};
-    un.sun_family = AF_UNIX;
-    if (::bind(f.get(), reinterpret_cast<sockaddr*>(&un),
-               sizeof(sa_family_t)) != 0)
-      detail::throw_errno(errno, "bind");
-  }
+  // An unbound unixgram socket cannot receive replies.
+  if (a.family() == AF_UNIX) detail::unix_autobind(f.get());
   detail::connect_fd(f, a, {});
   return packet_conn(std::move(f));
 }

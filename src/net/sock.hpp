@@ -26,6 +26,13 @@ network parse_network(std::string_view name);
 // host is the wildcard). Unix paths become sockaddr_un ("@x": abstract).
 addr resolve_for(const network& net, std::string_view address, bool passive);
 
+// unixsock.cpp: a Unix socket address for a path ("@name": the abstract
+// namespace); std::invalid_argument if empty or too long.
+addr unix_addr(std::string_view path);
+// Binds an unbound Unix datagram socket to an autobound abstract address,
+// so that a dialled socket can receive replies.
+void unix_autobind(int s);
+
 // socket(2), non-blocking and close-on-exec, wrapped in a goro::fd.
 goro::fd new_socket(int family, int type);
 
@@ -33,6 +40,9 @@ goro::fd new_socket(int family, int type);
 // connect error, or deadline_exceeded past `deadline` (time_point{}: none).
 void connect_fd(goro::fd& f, const addr& a,
                 std::chrono::steady_clock::time_point deadline);
+
+// getsockname / getpeername (closed_error once f is closed).
+addr sockname(goro::fd& f, bool peer);
 
 [[noreturn]] void throw_errno(int err, const char* what);
 

@@ -35,17 +35,6 @@ void backoff_sleep(std::chrono::milliseconds d) {
   }
 }
 
-addr sockname(goro::fd& f, bool peer) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  int s = f.get();
-  if (s < 0) throw goro::closed_error();
-  int rc = peer ? getpeername(s, reinterpret_cast<sockaddr*>(&ss), &len)
-                : getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);
-  if (rc != 0) detail::throw_errno(errno, peer ? "getpeername" : "getsockname");
-  return addr(reinterpret_cast<sockaddr*>(&ss), len);
-}
-
 }  // namespace
 
 conn listener::accept() {
@@ -53,6 +42,7 @@ conn listener::accept() {
   std::chrono::milliseconds delay{0};
   for (;;) {
     int ns;
+    int err = 0;
     {
       goro::detail::fd_ref ref(s);
       goro::detail::fd_prepare(s, 'r', "accept");
@@ -60,17 +50,17 @@ conn listener::accept() {
         ns =
             ::accept4(s->sysfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (ns >= 0) break;
+        err = errno;
         // EINTR, and a connection reset before we took it: try the next.
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno == EAGAIN) {
+        if (err == EINTR || err == ECONNABORTED) continue;
+        if (err == EAGAIN) {
           goro::detail::fd_wait(s, 'r', "accept");
           continue;
         }
         break;
       }
-    }
+    }  // (dropping the reference may close the listener and clobber errno)
     if (ns < 0) {
-      int err = errno;
       if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
         detail::throw_errno(err, "accept");
       // Temporary: back off 5 ms, doubling to 1 s, and retry.
@@ -96,33 +86,37 @@ conn listener::accept() {
 }
 
 addr listener::addr() const {
-  return sockname(const_cast<goro::fd&>(fd_), false);
+  return detail::sockname(const_cast<goro::fd&>(fd_), false);
 }
 
 addr conn::local_addr() const {
-  return sockname(const_cast<goro::fd&>(fd_), false);
+  return detail::sockname(const_cast<goro::fd&>(fd_), false);
 }
 addr conn::remote_addr() const {
-  return sockname(const_cast<goro::fd&>(fd_), true);
+  return detail::sockname(const_cast<goro::fd&>(fd_), true);
 }
 
+// These hold a reference while they use the descriptor, so a concurrent
+// close() cannot hand its number to someone else in between.
 void conn::close_read() {
-  int s = fd_.get();
-  if (s < 0) throw goro::closed_error();
-  if (::shutdown(s, SHUT_RD) != 0) detail::throw_errno(errno, "shutdown");
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
+  if (::shutdown(s->sysfd, SHUT_RD) != 0)
+    detail::throw_errno(errno, "shutdown");
 }
 
 void conn::close_write() {
-  int s = fd_.get();
-  if (s < 0) throw goro::closed_error();
-  if (::shutdown(s, SHUT_WR) != 0) detail::throw_errno(errno, "shutdown");
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
+  if (::shutdown(s->sysfd, SHUT_WR) != 0)
+    detail::throw_errno(errno, "shutdown");
 }
 
 void conn::set_no_delay(bool on) {
-  int s = fd_.get();
-  if (s < 0) throw goro::closed_error();
+  goro::detail::fd_state* s = goro::detail::state_of(fd_);
+  goro::detail::fd_ref ref(s);
   int v = on ? 1 : 0;
-  if (setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0)
+  if (setsockopt(s->sysfd, IPPROTO_TCP, TCP_NODELAY, &v, sizeof v) != 0)
     detail::throw_errno(errno, "setsockopt");
 }
 

@@ -57,13 +57,7 @@ std::size_t packet_conn::write(const void* buf, std::size_t n) {
 }
 
 addr packet_conn::local_addr() const {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  int sfd = const_cast<goro::fd&>(fd_).get();
-  if (sfd < 0) throw goro::closed_error();
-  if (getsockname(sfd, reinterpret_cast<sockaddr*>(&ss), &len) != 0)
-    detail::throw_errno(errno, "getsockname");
-  return addr(reinterpret_cast<sockaddr*>(&ss), len);
+  return detail::sockname(const_cast<goro::fd&>(fd_), false);
 }
 
 }  // namespace goro::net
