@@ -21,7 +21,8 @@
 # Every throughput workload also reports the server's CPU share and its CPU
 # time per request: a server below ~95% CPU was not the bottleneck (the
 # client on the other CPU was), and then CPU per request is the fairer
-# comparison. other_cpu_pct is the time of the server's CPU that went to
+# comparison (cli_cpu_pct: the Go client's own CPU share; near 100% it is
+# the bottleneck). other_cpu_pct is the time of the server's CPU that went to
 # anything but the server (other processes, interrupts): noise.
 #
 # usage: bench/net/run.sh [options] [workload ...]
@@ -379,6 +380,7 @@ echo_  p99_us             go   max  1.0
 echo_  p50_us             go   info -
 echo_  srv_cpu_pct        go   info -
 echo_  srv_cpu_us_per_op  go   info -
+echo_  cli_cpu_pct        go   info -
 echo_  other_cpu_pct      go   info -
 http_  rate               go   min  1.5
 http_  rate               raw  min  1.0
@@ -395,6 +397,7 @@ mixed_ light_p50_us       go   info -
 mixed_ heavy_p99_us       go   info -
 mixed_ rate               go   info -
 mixed_ srv_cpu_pct        go   info -
+mixed_ cli_cpu_pct        go   info -
 mixed_ other_cpu_pct      go   info -
 idle_  rss_kib            go   max  1.0
 idle_  hwm_kib            go   info -

@@ -11,8 +11,9 @@
 //	                              parser over raw TCP (keep-alive,
 //	                              pipelining), goro_net_http's twin
 //
-// Clients (print "RESULT name value unit" lines; -pid PID adds the
-// server's CPU use over the measured window, read from /proc/PID/stat):
+// Clients (print "RESULT name value unit" lines, with their own CPU share
+// over the measured window; -pid PID adds the server's, read from
+// /proc/PID/stat):
 //
 //	gonetbench echo-client [-pid PID] [-warmup S] ADDR CONNS SECONDS [SIZE]
 //	    CONNS connections, each doing SIZE-byte (512) write + read-full
@@ -44,6 +45,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -354,8 +356,18 @@ func cpuTicks(pid int) int64 {
 type window struct {
 	pid         int
 	start, stop time.Time
-	cpu0, cpu1  int64
+	cpu0, cpu1  int64         // the server's, in ticks
+	own0, own1  time.Duration // this client's
 	wg          sync.WaitGroup
+}
+
+// ownCPU is the CPU time this process has used (user + system).
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func newWindow(pid int, warmup, seconds float64) *window {
@@ -367,9 +379,9 @@ func newWindow(pid int, warmup, seconds float64) *window {
 	go func() {
 		defer w.wg.Done()
 		time.Sleep(time.Until(w.start))
-		w.cpu0 = cpuTicks(pid)
+		w.cpu0, w.own0 = cpuTicks(pid), ownCPU()
 		time.Sleep(time.Until(w.stop))
-		w.cpu1 = cpuTicks(pid)
+		w.cpu1, w.own1 = cpuTicks(pid), ownCPU()
 	}()
 	return w
 }
@@ -378,10 +390,11 @@ func newWindow(pid int, warmup, seconds float64) *window {
 // operation (us of server CPU per request or round trip).
 func (w *window) report(ops int) {
 	w.wg.Wait()
+	secs := w.stop.Sub(w.start).Seconds()
+	fmt.Printf("RESULT cli_cpu_pct %.1f %%\n", 100*(w.own1-w.own0).Seconds()/secs)
 	if w.pid <= 0 {
 		return
 	}
-	secs := w.stop.Sub(w.start).Seconds()
 	cpu := float64(w.cpu1-w.cpu0) / 100
 	fmt.Printf("RESULT srv_cpu_pct %.1f %%\n", 100*cpu/secs)
 	if ops > 0 {
