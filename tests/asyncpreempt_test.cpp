@@ -22,6 +22,7 @@
 #include <goro/select.hpp>
 #include <goro/sync.hpp>
 #include <goro/time.hpp>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -199,10 +200,13 @@ TEST(AsyncPreempt, SleepWakesNextToCallFreeLoop) {
 // The control: with async preemption off, the same sleeper cannot run
 // until the loop ends by itself (a watchdog stops it after 300 ms).
 TEST(AsyncPreempt, ControlOffSleeperStarves) {
-  goro::debug::set_async_preempt(false);
-  auto before = goro::debug::read_preempt_stats();
+  goro::debug::preempt_stats before{};
   clk::time_point woke{}, stopped{};
   goro::run(procs(1), [&] {
+    // Off once the runtime runs (GORO_DEBUG=asyncpreempt=1 may have turned
+    // it on at start).
+    goro::debug::set_async_preempt(false);
+    before = goro::debug::read_preempt_stats();
     std::atomic<bool> stop{false};
     goro::chan<void> done = goro::make_chan<void>();
     goro::go([&] {
@@ -287,6 +291,48 @@ TEST(AsyncPreempt, GuardDefersPreemption) {
     stopped = w.fired;
   });
   EXPECT_GE(woke, stopped);
+}
+
+// The std::mutex case with the rule for users: at gomaxprocs 1 a
+// goroutine re-locks a std::mutex at once around 100 us of call-free work,
+// each critical section under a preempt_guard; a second goroutine taking
+// the same mutex gets it within a second (the first is preempted between
+// critical sections, never inside one, where the second would block the
+// only thread).
+__attribute__((noinline)) std::uint64_t work_us(int us) {
+  auto until = clk::now() + std::chrono::microseconds(us);
+  std::uint64_t x = 1;
+  while (clk::now() < until)
+    for (int i = 0; i < 64; i++) x = x * K + C;
+  return x;
+}
+
+TEST(AsyncPreempt, StdMutexCriticalSectionsUnderGuard) {
+  if (!supported()) GTEST_SKIP_OFF();
+  std::vector<double> waits;
+  goro::run(procs(1), [&] {
+    std::mutex m;
+    std::atomic<bool> stop{false};
+    goro::chan<void> done = goro::make_chan<void>();
+    goro::go([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        goro::preempt_guard g;
+        std::lock_guard<std::mutex> lk(m);
+        work_us(100);
+      }
+      done.close();
+    });
+    for (int i = 0; i < 10; i++) {
+      goro::sleep(1ms);
+      auto t0 = clk::now();
+      { std::lock_guard<std::mutex> lk(m); }
+      waits.push_back(
+          std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+    }
+    stop.store(true);
+    done.recv();
+  });
+  for (double w : waits) EXPECT_LT(w, 1000.0);
 }
 
 // Integrity of the whole register file: goroutines keep values in general

@@ -347,7 +347,9 @@ void minit_asyncpreempt(M* mp) {
 }
 
 void asyncpreempt_init() {
-  if (debug.asyncpreemptsig > 0 && debug.asyncpreemptsig < NSIG &&
+  // (A set_async_preempt before the runtime started installed the handler
+  // for the default signal already; that one stays.)
+  if (!installed && debug.asyncpreemptsig > 0 && debug.asyncpreemptsig < NSIG &&
       debug.asyncpreemptsig != SIGSEGV && debug.asyncpreemptsig != SIGBUS)
     preempt_sig = debug.asyncpreemptsig;
 #ifdef GORO_HAVE_TSAN
