@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace goro::debug {
@@ -42,5 +43,22 @@ struct preempt_stats {
   std::uint64_t rejected_pc;       // signals that found non-preemptible code
 };
 preempt_stats read_preempt_stats();
+
+// Goroutine stack traces as Go prints them (runtime.Stack(buf, all)): the
+// calling goroutine's, or with all = true every goroutine's, the caller's
+// first. all stops the world while it reads them (running goroutines reach
+// a safe point first). Each goroutine is
+//   goroutine 7 [chan receive]:
+//   consumer(goro::chan<int>)(...)
+//   	/path/to/program +0x4d
+//   created by main_body() in goroutine 1
+//   	/path/to/program +0x1a2
+// with function names from the symbol tables of the executable and its
+// shared libraries (no -rdynamic needed; no file:line, which needs DWARF).
+// Frames of goro's runtime are left out. The same dump is printed on
+// SIGQUIT (then the process exits with status 2, as Go) and after
+// "fatal error: all goroutines are asleep - deadlock!"; GORO_TRACEBACK=
+// none|single|all chooses what fatal errors print (Go's GOTRACEBACK).
+std::string stack(bool all = false);
 
 }  // namespace goro::debug

@@ -9,6 +9,7 @@
 // while a goro::run is in progress (a library runtime idles legitimately
 // otherwise).
 #include "runtime/checkdead.hpp"
+#include "runtime/traceback.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -152,7 +153,7 @@ void checkdead() {
   if (c.waiting == 0) {
     if (sched.main_goexited.load()) {
       sched.lock.unlock();
-      fatal("no goroutines (main called goro::goexit) - deadlock!");
+      fatal_dump("no goroutines (main called goro::goexit) - deadlock!");
     }
     return;
   }
@@ -160,7 +161,7 @@ void checkdead() {
   if (any_timers()) return;
   if (unknown_threads_exist()) return;
   sched.lock.unlock();
-  fatal("all goroutines are asleep - deadlock!");
+  fatal_dump("all goroutines are asleep - deadlock!");
 }
 
 }  // namespace goro::rt

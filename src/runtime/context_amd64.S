@@ -156,4 +156,53 @@ goro_gstart:
 	.cfi_endproc
 	.size	goro_gstart, .-goro_gstart
 
+
+// void goro_on_gstack(void* sp, void (*fn)(void*), void* arg)
+//   Calls fn(arg) on the stack of a switched-out goroutine, just below its
+//   saved context sp (goro_mcall's frame: [mxcsr|fcw][r15][r14][r13][r12]
+//   [rbx][rbp][return address]), and returns on the caller's stack. The CFI
+//   of the call site describes that saved frame exactly as goro_gogo's does,
+//   so an unwinder started inside fn (_Unwind_Backtrace) walks from here
+//   into the goroutine's own frames, down to goro_gstart: this is how a
+//   parked goroutine's stack is traced (traceback.cpp). The goroutine must
+//   not run meanwhile; fn uses its stack below sp (sp is 16-byte aligned).
+	.text
+	.globl	goro_on_gstack
+	.hidden	goro_on_gstack
+	.type	goro_on_gstack, @function
+	.p2align 4
+goro_on_gstack:
+	.cfi_startproc
+	movq	%rsp, %rax
+	movq	%rdi, %rsp
+	.cfi_def_cfa %rsp, 64
+	.cfi_offset %rbp, -16
+	.cfi_offset %rbx, -24
+	.cfi_offset %r12, -32
+	.cfi_offset %r13, -40
+	.cfi_offset %r14, -48
+	.cfi_offset %r15, -56
+	pushq	%rax
+	.cfi_adjust_cfa_offset 8
+	subq	$8, %rsp
+	.cfi_adjust_cfa_offset 8
+	movq	%rdx, %rdi
+	callq	*%rsi
+	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
+	// Back to the caller's stack: its CFA is our entry rsp + 8, and every
+	// callee-saved register still holds the caller's value (fn preserved
+	// them), so the caller's frame is described by the default rule.
+	popq	%rsp
+	.cfi_def_cfa %rsp, 8
+	.cfi_restore %rbp
+	.cfi_restore %rbx
+	.cfi_restore %r12
+	.cfi_restore %r13
+	.cfi_restore %r14
+	.cfi_restore %r15
+	ret
+	.cfi_endproc
+	.size	goro_on_gstack, .-goro_on_gstack
+
 	.section .note.GNU-stack,"",@progbits

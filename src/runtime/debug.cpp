@@ -3,6 +3,9 @@
 
 #include "runtime/sched.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/stw.hpp"
+#include "runtime/tls.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::debug {
 
@@ -20,6 +23,17 @@ std::vector<p_stats> per_p_stats() {
 mem_stats read_mem_stats() {
   rt::stack_counts c = rt::read_stack_counts();
   return {c.stacks, c.stack_bytes, c.gs};
+}
+
+std::string stack(bool all) {
+  rt::G* gp = rt::getg();
+  if (!all) return gp != nullptr ? rt::goroutine_trace(gp) : std::string();
+  if (!rt::runtime_started.load(std::memory_order_acquire))
+    return std::string();
+  rt::stop_the_world();
+  std::string s = rt::all_goroutines_trace();
+  rt::start_the_world(0);
+  return s;
 }
 
 }  // namespace goro::debug

@@ -68,6 +68,9 @@ struct G {
   void* sched_sp = nullptr;
   // Go's atomicstatus. Transitions go through casgstatus.
   std::atomic<std::uint32_t> atomicstatus{g_dead};
+  // Nesting depth of goro::blocking regions (only the outermost one does
+  // entersyscall/exitsyscall). Here, beside the status, to fill its padding.
+  std::uint32_t syscall_depth = 0;
   std::uint64_t goid = 0;
   // Intrusive link for run queues and free lists (Go's schedlink).
   G* schedlink = nullptr;
@@ -88,26 +91,27 @@ struct G {
   // The stack's pages were returned to the OS while the G sat in the global
   // free list (sysmon); cleared when a goroutine uses it again.
   bool stack_scavenged = false;
-  // Nesting depth of goro::blocking regions (only the outermost one does
-  // entersyscall/exitsyscall).
-  std::uint32_t syscall_depth = 0;
   // The goroutine's function: entry(arg) runs and destroys the callable,
   // which lives in fn_inline when it fits, else in fn_heap.
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;
   void* fn_heap = nullptr;
-  std::size_t fn_heap_align = 0;
   eh_state eh;
   std::uint64_t parent_goid = 0;
+  // Where it was spawned: a return address in the function that called
+  // goro::go (Go's gopc), for "created by" in goroutine dumps.
+  void* gopc = nullptr;
   // goro::sleep's timer, created on first use (Go's gp.timer).
   timer* sleep_timer = nullptr;
-  std::int64_t sleep_when = 0;
   // Every G ever created, for dumps and counting (Go's allgs).
   G* alllink = nullptr;
   // Sanitizer fiber state (only used in sanitizer builds).
   void* asan_fake_stack = nullptr;
   void* tsan_fiber = nullptr;
   unsigned tsan_uses = 0;
+  // Alignment of a heap-allocated callable (fn_heap); here to share the
+  // word with tsan_uses.
+  std::uint32_t fn_heap_align = 0;
   // Inline storage for the callable: a lambda capturing up to five words or
   // go(f, args...) with a few arguments; larger ones go to the heap.
   static constexpr std::size_t fn_inline_size = 48;

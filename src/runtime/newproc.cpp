@@ -74,7 +74,7 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
       throw;
     }
     gp->fn_heap = storage;
-    gp->fn_heap_align = align;
+    gp->fn_heap_align = static_cast<std::uint32_t>(align);
   }
   return spawn_slot{gp, storage};
 }
@@ -94,6 +94,8 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   P* pp = mp ? mp->p : nullptr;
   G* parent = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
   gp->parent_goid = parent ? parent->goid : 0;
+  // The caller: goro::go, usually inlined into the user's function.
+  gp->gopc = __builtin_return_address(0);
   gp->goid = newgoid(pp);
   gp->waitreason = wait_reason::zero;
   casgstatus(gp, g_dead, g_runnable);

@@ -27,6 +27,7 @@
 #include "runtime/stw.hpp"
 #include "runtime/sysmon.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::rt {
 
@@ -102,6 +103,7 @@ void schedinit(const goro::options* opt) {
   idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   timerpmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   netpollinit();
+  sigquit_install();
   sched.last_poll.store(nanotime());
   for (int i = 0; i < procs; i++) {
     allp[i] = new P;

@@ -22,6 +22,7 @@
 #include "runtime/stack.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/timers.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::rt {
 
@@ -108,6 +109,7 @@ void* sysmon(void*) {
       delay *= 2;
     if (delay > 10 * 1000) delay = 10 * 1000;
     usleep(useconds_t(delay));
+    sigquit_check();
     std::int64_t now = nanotime();
     if (debug.schedtrace <= 0 && sched.npidle.load() == gomaxprocs_now()) {
       // Everything is idle: sleep deeply until startm wakes us (Go's
@@ -136,6 +138,7 @@ void* sysmon(void*) {
           lock_guard lk(sched.lock);
           checkdead();
         }
+        sigquit_check();
         sched.lock.lock();
         sysmonwait.store(false);
         sysmonnote.clear();

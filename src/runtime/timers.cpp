@@ -222,10 +222,11 @@ namespace {
 
 void goroutine_ready(void* arg) { goready(static_cast<G*>(arg)); }
 
-bool reset_for_sleep(G* gp, void*) {
+bool reset_for_sleep(G* gp, void* when) {
   // Armed only now that gp is parked: a very short timer firing earlier
-  // would ready a goroutine that is still running.
-  timer_reset(gp->sleep_timer, gp->sleep_when, 0);
+  // would ready a goroutine that is still running. `when` lives on gp's
+  // stack, intact while it is parked.
+  timer_reset(gp->sleep_timer, *static_cast<std::int64_t*>(when), 0);
   return true;
 }
 
@@ -240,8 +241,8 @@ void timesleep(std::int64_t ns) {
     gp->sleep_timer->arg = gp;
   }
   std::int64_t now = nanotime();
-  gp->sleep_when = ns > INT64_MAX - now ? INT64_MAX : now + ns;
-  gopark(reset_for_sleep, nullptr, wait_reason::sleep);
+  std::int64_t when = ns > INT64_MAX - now ? INT64_MAX : now + ns;
+  gopark(reset_for_sleep, &when, wait_reason::sleep);
 }
 
 }  // namespace goro::rt

@@ -1,0 +1,22 @@
+// symtab.hpp: program counters to function names (Go's symtab.go,
+// FuncForPC). Reads the ELF symbol tables (.symtab, else .dynsym) of the
+// executable and of every loaded shared object from their files, so the
+// program needs no -rdynamic; names are demangled. No file:line (that needs
+// DWARF).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace goro::rt {
+
+struct symbol_info {
+  std::string function;       // demangled; empty if unknown
+  std::string object;         // path of the executable or shared object
+  std::uintptr_t offset = 0;  // pc - function start (or - object base)
+};
+
+// Not async-signal-safe (reads files, allocates). Thread-safe.
+symbol_info symbolize(std::uintptr_t pc);
+
+}  // namespace goro::rt

@@ -1,0 +1,233 @@
+// traceback.cpp: see traceback.hpp.
+//
+// Unwinding uses the C++ runtime's own unwinder (_Unwind_Backtrace, DWARF
+// CFI), so frames without frame pointers are followed. A switched-out
+// goroutine is unwound by running the collector on its own stack, below its
+// saved context, through goro_on_gstack (context_amd64.S), whose CFI
+// describes that saved frame the way goro_gogo's does.
+#include "runtime/traceback.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "runtime/g.hpp"
+#include "runtime/m.hpp"
+#include "runtime/symtab.hpp"
+#include "runtime/sysmon.hpp"
+#include "runtime/tls.hpp"
+
+extern "C" void goro_on_gstack(void* sp, void (*fn)(void*), void* arg);
+
+namespace goro::rt {
+
+namespace {
+
+constexpr int max_frames = 100;
+
+struct pc_buf {
+  std::uintptr_t pcs[max_frames + 1];
+  int n = 0;
+};
+
+_Unwind_Reason_Code collect_one(struct _Unwind_Context* ctx, void* arg) {
+  auto* b = static_cast<pc_buf*>(arg);
+  int before = 0;
+  std::uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
+  if (pc == 0) return _URC_END_OF_STACK;
+  // A return address points after its call: look up the call itself.
+  if (!before) pc--;
+  b->pcs[b->n++] = pc;
+  return b->n > max_frames ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+void collect_here(void* arg) { _Unwind_Backtrace(collect_one, arg); }
+
+// Frames of the runtime and of the standard library's call plumbing are
+// left out, as Go leaves out runtime.* frames (GOTRACEBACK=system shows
+// them); goro's public API frames (goro::chan<T>::recv, ...) stay.
+// (Plumbing that may have the user's code inlined into it, such as
+// std::function's invoker or goro::detail::closure's entry, stays; so do
+// goro's public API frames such as goro::mutex::lock_slow.)
+bool hidden(const std::string& fn) {
+  if (traceback_level(2) >= 3) return false;  // GORO_TRACEBACK=system
+  if (fn.compare(0, 22, "goro::detail::closure<") == 0) return false;
+  static const char* const prefixes[] = {"goro::rt::", "goro_",
+                                         "goro::detail::"};
+  for (const char* p : prefixes)
+    if (fn.compare(0, std::strlen(p), p) == 0) return true;
+  return false;
+}
+
+void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
+  symbol_info s = symbolize(pc);
+  char line[64];
+  std::snprintf(line, sizeof line, " +0x%zx\n",
+                static_cast<std::size_t>(s.offset));
+  if (created_by) out += "created by ";
+  out += s.function.empty() ? "?" : s.function;
+  if (!created_by) out += "(...)";
+  out += "\n\t";
+  out += s.object.empty() ? "?" : s.object;
+  out += line;
+}
+
+const char* status_word(std::uint32_t st) {
+  switch (st) {
+    case g_runnable:
+      return "runnable";
+    case g_running:
+      return "running";
+    case g_syscall:
+      return "syscall";
+    case g_waiting:
+      return "waiting";
+    default:
+      return gstatus_string(st);
+  }
+}
+
+void append_goroutine(std::string& out, G* gp, G* self) {
+  std::uint32_t st = readgstatus(gp);
+  char head[160];
+  const char* what = st == g_waiting && gp->waitreason != wait_reason::zero
+                         ? wait_reason_string(gp->waitreason)
+                         : status_word(st);
+  std::snprintf(head, sizeof head, "goroutine %llu [%s%s]:\n",
+                static_cast<unsigned long long>(gp->goid), what,
+                gp->lockedm != nullptr ? ", locked to thread" : "");
+  out += head;
+  pc_buf b;
+  if (gp == self) {
+    collect_here(&b);
+  } else if ((st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr) {
+    goro_on_gstack(gp->sched_sp, collect_here, &b);
+  } else if (st == g_running || st == g_syscall) {
+    out += "\tgoroutine running on other thread; stack unavailable\n";
+  }
+  int shown = 0;
+  for (int i = 0; i < b.n && i < max_frames; i++) {
+    symbol_info s = symbolize(b.pcs[i]);
+    if (!s.function.empty() && hidden(s.function)) continue;
+    append_frame(out, b.pcs[i], false);
+    shown++;
+  }
+  if (b.n > max_frames) out += "...additional frames elided...\n";
+  if (gp->gopc != nullptr) {
+    std::string created;
+    append_frame(created, reinterpret_cast<std::uintptr_t>(gp->gopc) - 1, true);
+    // "created by F in goroutine N" (Go 1.21's form).
+    std::size_t nl = created.find('\n');
+    char in[48];
+    std::snprintf(in, sizeof in, " in goroutine %llu",
+                  static_cast<unsigned long long>(gp->parent_goid));
+    if (gp->parent_goid != 0) created.insert(nl, in);
+    out += created;
+  }
+  (void)shown;
+}
+
+struct all_ctx {
+  std::string* out;
+  G* self;
+};
+
+void append_other(G* gp, void* arg) {
+  auto* c = static_cast<all_ctx*>(arg);
+  if (gp == c->self || readgstatus(gp) == g_dead) return;
+  *c->out += "\n";
+  append_goroutine(*c->out, gp, c->self);
+}
+
+std::atomic<bool> sigquit_pending{false};
+
+void sigquit_handler(int, siginfo_t*, void*) {
+  // Async-signal-safe: a flag and a futex wake-up; sysmon does the dump.
+  sigquit_pending.store(true);
+  sysmon_wake_if_waiting();
+}
+
+}  // namespace
+
+std::string goroutine_trace(G* gp) {
+  std::string out;
+  append_goroutine(out, gp, getg());
+  return out;
+}
+
+std::string all_goroutines_trace() {
+  std::string out;
+  G* self = getg();
+  if (self != nullptr) append_goroutine(out, self, self);
+  all_ctx c{&out, self};
+  forallg(append_other, &c);
+  if (!out.empty() && out[0] == '\n') out.erase(0, 1);
+  return out;
+}
+
+int traceback_level(int fallback) {
+  const char* v = std::getenv("GORO_TRACEBACK");
+  if (v == nullptr || *v == 0) return fallback;
+  if (std::strcmp(v, "none") == 0 || std::strcmp(v, "0") == 0) return 0;
+  if (std::strcmp(v, "single") == 0 || std::strcmp(v, "1") == 0) return 1;
+  if (std::strcmp(v, "all") == 0 || std::strcmp(v, "2") == 0) return 2;
+  if (std::strcmp(v, "system") == 0 || std::strcmp(v, "crash") == 0) return 3;
+  return fallback;
+}
+
+void print_fatal_traceback(int fallback) {
+  int level = traceback_level(fallback);
+  if (level == 0) return;
+  std::string s;
+  if (level == 1) {
+    G* gp = getg();
+    if (gp != nullptr) s = goroutine_trace(gp);
+  } else {
+    s = all_goroutines_trace();
+  }
+  if (s.empty()) return;
+  s.insert(0, "\n");
+  ssize_t r = ::write(2, s.data(), s.size());
+  (void)r;
+}
+
+void fatal_dump(const char* msg) {
+  std::fflush(nullptr);
+  std::fprintf(stderr, "fatal error: %s\n", msg);
+  std::fflush(stderr);
+  print_fatal_traceback(2);
+  _exit(2);
+}
+
+void sigquit_install() {
+  struct sigaction sa {};
+  sa.sa_sigaction = sigquit_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  // Only if the program has not set its own handler (as Go, which leaves a
+  // caller's SIGQUIT handler alone).
+  struct sigaction old {};
+  if (sigaction(SIGQUIT, nullptr, &old) == 0 &&
+      (old.sa_flags & SA_SIGINFO ? old.sa_sigaction == nullptr
+                                 : old.sa_handler == SIG_DFL))
+    sigaction(SIGQUIT, &sa, nullptr);
+}
+
+void sigquit_check() {
+  if (!sigquit_pending.load(std::memory_order_relaxed)) return;
+  // Best effort, as Go's: goroutines may still be running while we read
+  // their stacks (switched-out ones are unwound from their saved context;
+  // the process exits right after).
+  std::string s = "SIGQUIT: quit\n\n" + all_goroutines_trace();
+  ssize_t r = ::write(2, s.data(), s.size());
+  (void)r;
+  _exit(2);
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,46 @@
+// traceback.hpp: goroutine dumps (Go's traceback.go: goroutineheader,
+// traceback, tracebackothers; runtime.Stack; the SIGQUIT dump).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace goro::rt {
+
+struct G;
+
+// One goroutine, in Go's layout:
+//   goroutine 7 [chan receive]:
+//   main_loop(int)
+//   	/path/to/program +0x1d
+//   ...
+//   created by worker_pool::start in goroutine 1
+//   	/path/to/program +0x5c
+// The calling goroutine's frames come from its own stack; a switched-out
+// goroutine's from its saved context (it must not run meanwhile: the world
+// is stopped, or everything is parked); one running on another thread, or
+// in a blocking call, shows no frames.
+std::string goroutine_trace(G* gp);
+// Every goroutine (the caller's first), blank-line separated.
+std::string all_goroutines_trace();
+
+// GORO_TRACEBACK=none|single|all|system (Go's GOTRACEBACK): what fatal
+// errors print after their message. 0 none, 1 single (the current
+// goroutine), 2 all, 3 system (all, with the runtime's own frames).
+// Default: all for runtime fatal errors (deadlock), single for panics.
+int traceback_level(int fallback);
+// For fatal errors: the dump the level asks for, written to stderr.
+void print_fatal_traceback(int fallback);
+
+// A fatal error followed by the goroutine dump the level asks for (all by
+// default), as Go prints after "fatal error: all goroutines are asleep".
+// For fatal errors where every goroutine is switched out (deadlock).
+[[noreturn]] void fatal_dump(const char* msg);
+
+// SIGQUIT: print every goroutine and exit 2, from sysmon (the handler only
+// flags it). Installed by schedinit.
+void sigquit_install();
+// Called by sysmon each round: does the dump if SIGQUIT arrived.
+void sigquit_check();
+
+}  // namespace goro::rt

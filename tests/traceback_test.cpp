@@ -1,0 +1,195 @@
+// Goroutine dumps (traceback.cpp, symtab.cpp): goro::debug::stack for the
+// caller and for every goroutine (parked ones unwound from their saved
+// context), Go's header and "created by" lines, user function names from
+// the symbol table (this test is linked without -rdynamic), the SIGQUIT
+// dump (exit 2) and the dump after a deadlock, GORO_TRACEBACK=none.
+//
+// Like deadlock_test.cpp, this file does not include test_support.hpp: its
+// watchdog thread is a thread the runtime does not know, which (rightly)
+// vetoes deadlock detection. Death-test children are bounded by alarm().
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <goro/goro.hpp>
+#include <string>
+
+using ::testing::ExitedWithCode;
+using namespace std::chrono_literals;
+
+// Distinctive names, not inlined, so that the dump must find them.
+__attribute__((noinline)) void traceback_test_parked_receiver(
+    goro::chan<int> ch) {
+  auto v = ch.recv();
+  asm volatile("" ::"r"(v.has_value()));
+}
+
+__attribute__((noinline)) void traceback_test_mutex_waiter(goro::mutex* m) {
+  m->lock();
+  m->unlock();
+  asm volatile("");
+}
+
+__attribute__((noinline)) std::string traceback_test_self_dump() {
+  std::string s = goro::debug::stack(false);
+  asm volatile("");
+  return s;
+}
+
+namespace {
+
+// Polls pred, yielding, for up to 5 s.
+template <class Pred>
+bool eventually(Pred pred) {
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= until) return pred();
+    goro::gosched();
+  }
+  return true;
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// The block of the dump that starts with "goroutine <id> [".
+std::string block_of(const std::string& dump, std::uint64_t id) {
+  std::string head = "goroutine " + std::to_string(id) + " [";
+  std::size_t at = dump.find(head);
+  if (at == std::string::npos) return "";
+  std::size_t end = dump.find("\n\ngoroutine ", at);
+  return dump.substr(at,
+                     end == std::string::npos ? std::string::npos : end - at);
+}
+
+}  // namespace
+
+TEST(Traceback, SelfShowsRunningAndTheCallersName) {
+  goro::run([] {
+    std::string s = traceback_test_self_dump();
+    std::string head =
+        "goroutine " + std::to_string(goro::goroutine_id()) + " [running]:";
+    EXPECT_EQ(s.rfind(head, 0), 0u) << s;
+    // (GCC tags the std::string return type:
+    // traceback_test_self_dump[abi:cxx11]())
+    EXPECT_TRUE(contains(s, "traceback_test_self_dump")) << s;
+    EXPECT_TRUE(contains(s, "created by")) << s;
+  });
+}
+
+TEST(Traceback, AllShowsParkedGoroutinesWithReasonFramesAndCreator) {
+  goro::run([] {
+    auto ch = goro::make_chan<int>();
+    goro::mutex m;
+    m.lock();
+    std::atomic<std::uint64_t> rid{0}, mid{0};
+    goro::wait_group done;
+    done.add(2);
+    goro::go([&] {
+      rid = goro::goroutine_id();
+      traceback_test_parked_receiver(ch);
+      done.done();
+    });
+    goro::go([&] {
+      mid = goro::goroutine_id();
+      traceback_test_mutex_waiter(&m);
+      done.done();
+    });
+    ASSERT_TRUE(eventually([&] { return rid.load() != 0 && mid.load() != 0; }));
+    // Both must have parked: poll the dump until they show their reasons.
+    std::string dump;
+    ASSERT_TRUE(eventually([&] {
+      dump = goro::debug::stack(true);
+      return contains(block_of(dump, rid), "[chan receive]") &&
+             contains(block_of(dump, mid), "[sync.Mutex.Lock]");
+    })) << dump;
+    // The caller comes first.
+    EXPECT_EQ(dump.rfind("goroutine " + std::to_string(goro::goroutine_id()) +
+                             " [running]:",
+                         0),
+              0u)
+        << dump;
+    std::string r = block_of(dump, rid), mu = block_of(dump, mid);
+    EXPECT_TRUE(contains(r, "traceback_test_parked_receiver(goro::chan<int>)"))
+        << r;
+    EXPECT_TRUE(contains(mu, "traceback_test_mutex_waiter(goro::mutex*)"))
+        << mu;
+    EXPECT_TRUE(contains(mu, "goro::mutex::")) << mu;  // goro's API frames stay
+    std::string parent =
+        " in goroutine " + std::to_string(goro::goroutine_id());
+    EXPECT_TRUE(contains(r, "created by ")) << r;
+    EXPECT_TRUE(contains(r, parent)) << r;
+    // The runtime's own frames are left out.
+    EXPECT_FALSE(contains(r, "goro::rt::")) << r;
+    EXPECT_FALSE(contains(r, "goro_on_gstack")) << r;
+    m.unlock();
+    ch.send(1);
+    done.wait();
+  });
+}
+
+TEST(Traceback, PlainThreadGetsEmptySelfStack) {
+  EXPECT_EQ(goro::debug::stack(false), "");
+}
+
+class TracebackDeathTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    // A hang in the child ends it (SIGALRM kills it: not the expected exit).
+    if (::testing::internal::InDeathTestChild()) alarm(20);
+  }
+};
+
+TEST_F(TracebackDeathTest, SigquitDumpsEveryGoroutineAndExits2) {
+  EXPECT_EXIT(
+      {
+        goro::run([] {
+          auto ch = goro::make_chan<int>();
+          goro::go([ch] { traceback_test_parked_receiver(ch); });
+          for (int i = 0; i < 10; i++) goro::gosched();
+          ::kill(::getpid(), SIGQUIT);
+          // sysmon prints and exits; bounded in case it does not.
+          goro::sleep(10s);
+        });
+        std::exit(0);
+      },
+      ExitedWithCode(2),
+      "SIGQUIT: quit\n\n(.|\n)*"
+      "goroutine [0-9]+ \\[chan "
+      "receive\\]:\n(.|\n)*traceback_test_parked_receiver");
+}
+
+TEST_F(TracebackDeathTest, DeadlockReportIsFollowedByTheDump) {
+  EXPECT_EXIT(
+      {
+        goro::run([] {
+          auto ch = goro::make_chan<int>();
+          goro::go([ch] { traceback_test_parked_receiver(ch); });
+          ch.recv();
+        });
+        std::exit(0);
+      },
+      ExitedWithCode(2),
+      "fatal error: all goroutines are asleep - deadlock!\n\n(.|\n)*"
+      "goroutine [0-9]+ \\[chan "
+      "receive\\]:\n(.|\n)*traceback_test_parked_receiver");
+}
+
+TEST_F(TracebackDeathTest, GorotracebackNoneKeepsOnlyTheMessage) {
+  EXPECT_EXIT(
+      {
+        setenv("GORO_TRACEBACK", "none", 1);
+        goro::run([] {
+          auto ch = goro::make_chan<int>();
+          ch.recv();
+        });
+        std::exit(0);
+      },
+      ExitedWithCode(2),
+      "^fatal error: all goroutines are asleep - deadlock!\n$");
+}
