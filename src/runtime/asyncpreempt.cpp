@@ -33,6 +33,7 @@
 
 #include <cstring>
 #include <goro/debug.hpp>
+#include <goro/runtime.hpp>
 #include <mutex>
 #include <vector>
 
@@ -314,6 +315,12 @@ void sigpreempt(int sig, siginfo_t* si, void* uctx) {
 
 bool install_locked() {
   if (installed) return true;
+#ifdef GORO_HAVE_TSAN
+  // TSan defers asynchronous signals to its next interceptor and hands the
+  // handler a copy of the context, so the handler cannot redirect the
+  // thread: async preemption is off under TSan.
+  supported = false;
+#endif
   if (!supported) return false;
   if (!compute_ranges()) {
     supported = false;
@@ -352,12 +359,6 @@ void asyncpreempt_init() {
   if (!installed && debug.asyncpreemptsig > 0 && debug.asyncpreemptsig < NSIG &&
       debug.asyncpreemptsig != SIGSEGV && debug.asyncpreemptsig != SIGBUS)
     preempt_sig = debug.asyncpreemptsig;
-#ifdef GORO_HAVE_TSAN
-  // TSan defers asynchronous signals to its next interceptor and hands the
-  // handler a copy of the context, so the handler cannot redirect the
-  // thread: async preemption is off under TSan.
-  supported = false;
-#endif
   if (debug.asyncpreemptoff > 0) supported = false;
   if (debug.asyncpreempt > 0) asyncpreempt_set(true);
 }
@@ -432,7 +433,12 @@ extern "C" void goro_async_resumed(void* ctxp) {
 
 namespace goro::debug {
 
-bool set_async_preempt(bool on) { return rt::asyncpreempt_set(on); }
+bool set_async_preempt(bool on) {
+  // After start-up, so that GORO_DEBUG (asyncpreemptoff, the signal) has
+  // been applied.
+  goro::detail::ensure_started(nullptr);
+  return rt::asyncpreempt_set(on);
+}
 
 bool async_preempt_enabled() {
   return rt::async_preempt_on.load(std::memory_order_relaxed);
