@@ -30,9 +30,10 @@ mem_stats read_mem_stats();
 // code in the main executable. Off by default; GORO_DEBUG=asyncpreempt=1
 // turns it on at start, GORO_DEBUG=asyncpreemptoff=1 keeps it off.
 // set_async_preempt turns it on or off at run time (starting the runtime if
-// needed) and returns the previous setting; turning it on has no effect where it is unsupported (TSan
-// builds, asyncpreemptoff=1, goro's code not told apart from the
-// executable's), which async_preempt_enabled() then shows.
+// needed) and returns the previous setting; turning it on has no effect
+// where it is unsupported (TSan builds, asyncpreemptoff=1, goro's code not
+// told apart from the executable's), which async_preempt_enabled() then
+// shows.
 bool set_async_preempt(bool on);
 bool async_preempt_enabled();
 
