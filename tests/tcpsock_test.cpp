@@ -547,7 +547,7 @@ TEST(Netpoll, IdleConnectionsUseNoCpu) {
   if (rl.rlim_cur < rlim_t(2 * pairs + 100))
     GTEST_SKIP() << "RLIMIT_NOFILE " << rl.rlim_cur << " is too low for "
                  << 2 * pairs << " descriptors";
-  goro::run([pairs] {
+  goro::run([&] {
     auto ln = goro::net::listen("127.0.0.1:0");
     std::vector<conn> clients, servers;
     clients.reserve(pairs);

@@ -64,6 +64,15 @@ fd_ref::fd_ref(fd_state* s) : s_(s) {
 
 fd_ref::~fd_ref() { fd_decref(s_); }
 
+// The reference first: a null or closed descriptor throws before it
+// waits for the lock.
+fd_io::fd_io(fd_state* s, int mode)
+    : ref_(s), mu_(mode == 'r' ? s->rmu : s->wmu) {
+  mu_.lock();
+}
+
+fd_io::~fd_io() { mu_.unlock(); }
+
 void throw_poll_error(fd_state* s, int err, const char* what) {
   switch (err) {
     case rt::poll_err_closing:
@@ -94,6 +103,7 @@ void fd_wait(fd_state* s, int mode, const char* what) {
 
 }  // namespace detail
 
+using detail::fd_io;
 using detail::fd_ref;
 using detail::fd_state;
 
@@ -169,7 +179,7 @@ int fd::release() {
 }
 
 std::size_t fd::read(void* buf, std::size_t n) {
-  fd_ref ref(s_);
+  fd_io io(s_, 'r');
   if (n == 0) return 0;
   if (s_->is_stream && s_->drained.load(std::memory_order_relaxed) &&
       !rt::poll_hup_seen(s_->pd)) {
@@ -209,7 +219,7 @@ std::size_t fd::read_full(void* buf, std::size_t n) {
 }
 
 std::size_t fd::write(const void* buf, std::size_t n) {
-  fd_ref ref(s_);
+  fd_io io(s_, 'w');
   detail::fd_prepare(s_, 'w', "write");
   std::size_t done = 0;
   while (done < n) {
@@ -235,12 +245,12 @@ std::size_t fd::write(const void* buf, std::size_t n) {
 // older than that syscall makes the wait return early instead, which the
 // caller's retry loop absorbs (Go's waitRead/waitWrite behave the same).
 void fd::wait_readable() {
-  fd_ref ref(s_);
+  fd_io io(s_, 'r');
   detail::fd_wait(s_, 'r', "wait_readable");
 }
 
 void fd::wait_writable() {
-  fd_ref ref(s_);
+  fd_io io(s_, 'w');
   detail::fd_wait(s_, 'w', "wait_writable");
 }
 

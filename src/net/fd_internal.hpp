@@ -3,7 +3,7 @@
 // wait steps of the non-blocking I/O loop, so accept, connect, recvfrom
 // and sendto follow the same protocol as read and write:
 //
-//   detail::fd_ref ref(state);              // throws closed_error
+//   detail::fd_io io(state, 'r');           // throws closed_error
 //   detail::fd_prepare(state, 'r', "what"); // deadline passed, closed...
 //   for (;;) {
 //     r = syscall(...);
@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <goro/fd.hpp>
+#include <goro/sync.hpp>
 
 namespace goro::rt {
 struct poll_desc;
@@ -33,15 +34,21 @@ struct fd_state {
   bool is_stream = false;
   // The last read drained the stream: any data since then has raised a new
   // edge after that read's prepare step, so the next read waits for it
-  // first instead of paying a read() that can only say EAGAIN. Relaxed:
-  // only a hint (concurrent readers at worst do one syscall more or wait
-  // for an edge that is already pending).
+  // first instead of paying a read() that can only say EAGAIN. Written and
+  // read under rmu.
   std::atomic<bool> drained{false};
   bool released = false;  // release(): unregister without closing
   std::atomic<bool> closing{false};
   // One for the open descriptor plus one per operation in progress; the
   // last one unregisters and closes it.
   std::atomic<std::uint32_t> refs{1};
+  // One reader and one writer at a time (Go's fdMutex read and write
+  // locks): a poll slot holds one waiter, and a second operation's prepare
+  // step would overwrite the first one parked there. goro::mutex parks
+  // goroutines and blocks plain threads; a close wakes the holder, and each
+  // waiter then fails with closed_error in turn.
+  goro::mutex rmu;
+  goro::mutex wmu;
 };
 
 // Holds a reference for the duration of an operation; throws
@@ -55,6 +62,21 @@ class fd_ref {
 
  private:
   fd_state* s_;
+};
+
+// An I/O operation in one direction ('r': read, accept, recvfrom, wait for
+// readability; 'w': write, send, connect, wait for writability): a
+// reference plus that direction's lock, for its duration.
+class fd_io {
+ public:
+  fd_io(fd_state* s, int mode);
+  ~fd_io();
+  fd_io(const fd_io&) = delete;
+  fd_io& operator=(const fd_io&) = delete;
+
+ private:
+  fd_ref ref_;
+  goro::mutex& mu_;
 };
 
 void fd_decref(fd_state* s);

@@ -104,7 +104,7 @@ void connect_fd(goro::fd& f, const addr& a,
   if (timed) f.set_write_deadline(deadline);
   goro::detail::fd_state* s = goro::detail::state_of(f);
   {
-    goro::detail::fd_ref ref(s);
+    goro::detail::fd_io io(s, 'w');
     // Fails at once past the deadline; drops a write readiness left from
     // the registration, so the wait below is for the handshake.
     goro::detail::fd_prepare(s, 'w', "connect");

@@ -44,7 +44,7 @@ conn listener::accept() {
     int ns;
     int err = 0;
     {
-      goro::detail::fd_ref ref(s);
+      goro::detail::fd_io io(s, 'r');
       goro::detail::fd_prepare(s, 'r', "accept");
       for (;;) {
         ns =

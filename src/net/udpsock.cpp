@@ -12,7 +12,7 @@ namespace goro::net {
 
 std::size_t packet_conn::recv_from(void* buf, std::size_t n, addr* from) {
   goro::detail::fd_state* s = goro::detail::state_of(fd_);
-  goro::detail::fd_ref ref(s);
+  goro::detail::fd_io io(s, 'r');
   goro::detail::fd_prepare(s, 'r', "recvfrom");
   for (;;) {
     sockaddr_storage ss{};
@@ -32,7 +32,7 @@ std::size_t packet_conn::recv_from(void* buf, std::size_t n, addr* from) {
 std::size_t packet_conn::send_to(const void* buf, std::size_t n,
                                  const addr& to) {
   goro::detail::fd_state* s = goro::detail::state_of(fd_);
-  goro::detail::fd_ref ref(s);
+  goro::detail::fd_io io(s, 'w');
   goro::detail::fd_prepare(s, 'w', "sendto");
   for (;;) {
     ssize_t r = ::sendto(s->sysfd, buf, n, MSG_NOSIGNAL, to.data(), to.size());
@@ -45,7 +45,7 @@ std::size_t packet_conn::send_to(const void* buf, std::size_t n,
 
 std::size_t packet_conn::write(const void* buf, std::size_t n) {
   goro::detail::fd_state* s = goro::detail::state_of(fd_);
-  goro::detail::fd_ref ref(s);
+  goro::detail::fd_io io(s, 'w');
   goro::detail::fd_prepare(s, 'w', "send");
   for (;;) {
     ssize_t r = ::send(s->sysfd, buf, n, MSG_NOSIGNAL);
