@@ -190,9 +190,13 @@ TEST(AsyncPreempt, SleepWakesNextToCallFreeLoop) {
   std::sort(ms.begin(), ms.end());
   std::string all;
   for (double v : ms) all += std::to_string(int(v)) + " ";
-  // sysmon notices a slice after 10-20 ms (its back-off reaches 10 ms).
-  EXPECT_LE(ms[ms.size() / 2], goro_test::scaled(30.0, 60.0)) << all;
-  EXPECT_LE(ms.back(), goro_test::scaled(60.0, 150.0)) << all;
+  // sysmon notices a slice after 10-20 ms (its back-off reaches 10 ms), so
+  // a quiet machine shows 20-23 ms. The bounds only separate "preempted"
+  // from "starved" (without preemption the sleeper never runs while the
+  // loop spins): they leave room for a loaded CI machine (a max of 84 ms
+  // was seen with ctest -j2), and the latency target lives in bench/.
+  EXPECT_LE(ms[ms.size() / 2], goro_test::scaled(100.0, 200.0)) << all;
+  EXPECT_LE(ms.back(), goro_test::scaled(1000.0, 2000.0)) << all;
   if (getenv("GORO_TEST_VERBOSE")) std::printf("sleep ms: %s\n", all.c_str());
   EXPECT_GT(goro::debug::read_preempt_stats().preempted, 0u);
 }
