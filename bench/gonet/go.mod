@@ -1,3 +1,0 @@
-module goronet
-
-go 1.19
