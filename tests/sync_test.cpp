@@ -116,7 +116,10 @@ struct fairness_result {
 // holds it ~100 us each time; another wants it 10 times. Without starvation
 // mode the hog would win every race (it is running when it unlocks and
 // relocks at once), so the other could wait forever.
-fairness_result run_fairness() {
+// until_starving: the contender keeps trying (up to 200 times) until the
+// hog has seen starvation mode, so the test does not depend on one of ten
+// waits happening to exceed 1 ms on a loaded machine.
+fairness_result run_fairness(bool until_starving = false) {
   fairness_result res;
   goro::run([&] {
     goro::mutex mu;
@@ -139,7 +142,8 @@ fairness_result run_fairness() {
       wg.done();
     });
     goro::go([&] {
-      for (int i = 0; i < 10; i++) {
+      for (int i = 0;
+           i < 10 || (until_starving && !saw_starving.load() && i < 200); i++) {
         busy_for(100us);
         const int before = hog_rounds.load();
         mu.lock();
@@ -176,7 +180,7 @@ TEST(Mutex, Fairness) {
 }
 
 TEST(Mutex, StarvationModeEnteredAndLeft) {
-  const fairness_result r = run_fairness();
+  const fairness_result r = run_fairness(true);
   ASSERT_TRUE(r.finished);
   EXPECT_TRUE(r.saw_starving)
       << "a waiter starved > 1 ms but the mutex never entered starvation mode";

@@ -198,6 +198,12 @@ void print_fatal_traceback(int fallback) {
 }
 
 void fatal_dump(const char* msg) {
+  // One report: two Ms can reach the same verdict at once (seen under
+  // TSan); the second waits for the first to exit the process.
+  static std::atomic<bool> dying{false};
+  if (dying.exchange(true)) {
+    for (;;) pause();
+  }
   std::fflush(nullptr);
   std::fprintf(stderr, "fatal error: %s\n", msg);
   std::fflush(stderr);
