@@ -9,7 +9,6 @@
 // while a goro::run is in progress (a library runtime idles legitimately
 // otherwise).
 #include "runtime/checkdead.hpp"
-#include "runtime/traceback.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::rt {
 
