@@ -34,7 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include "test_support.hpp"
+#include "net_support.hpp"
 
 using namespace std::chrono_literals;
 using goro::net::conn;
@@ -45,14 +45,8 @@ using ::testing::ExitedWithCode;
 namespace {
 
 using goro_test::clock;
-
-// Process CPU time (user + system).
-std::chrono::microseconds cpu_time() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return std::chrono::seconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         std::chrono::microseconds(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
+using goro_test::cpu_time;
+using goro_test::serve_echo;
 
 double millis(clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
@@ -145,29 +139,6 @@ std::string dial_must_time_out(const std::string& where, int rounds) {
     }
   }
   return "";
-}
-
-// Serves echo on ln until it is closed.
-void serve_echo(listener& ln, goro::wait_group& done) {
-  done.add(1);
-  goro::go([&ln, &done] {
-    for (;;) {
-      conn c;
-      try {
-        c = ln.accept();
-      } catch (const goro::closed_error&) {
-        break;
-      }
-      goro::go([c = std::move(c)]() mutable {
-        char buf[4096];
-        try {
-          while (std::size_t n = c.read(buf, sizeof buf)) c.write(buf, n);
-        } catch (const std::system_error&) {
-        }
-      });
-    }
-    done.done();
-  });
 }
 
 // Ends a death-test child: 0 when ok, else 1 after printing why.
@@ -786,22 +757,22 @@ TEST(NetPoll, SysmonServesAReaderWhileEveryPComputes) {
       });
     }
     std::atomic<std::int64_t> served_at{0};
-    std::atomic<bool> reading{false};
+    std::atomic<std::uint64_t> reader_id{0};
     goro::wait_group reader;
     reader.add(1);
     goro::go([&] {
       char b;
-      reading = true;
+      reader_id = goro::goroutine_id();
       s.read(&b, 1);
       served_at = clock::now().time_since_epoch().count();
       reader.done();
     });
     // The writer is a plain thread, so the write does not depend on the
-    // busy Ps; it starts once the reader is in read().
-    ASSERT_TRUE(goro_test::eventually([&] { return reading.load(); }));
+    // busy Ps; it starts once the reader is parked in the poller.
+    ASSERT_TRUE(goro_test::eventually([&] { return reader_id.load() != 0; }));
+    ASSERT_TRUE(goro_test::eventually_in_io_wait(reader_id.load()));
     std::atomic<std::int64_t> written_at{0};
     std::thread writer([&] {
-      std::this_thread::sleep_for(20ms);  // let the reader park first
       written_at = clock::now().time_since_epoch().count();
       c.write("!", 1);
     });

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "test_support.hpp"
+#include "net_support.hpp"
 
 using namespace std::chrono_literals;
 using goro::net::conn;
@@ -26,37 +26,8 @@ using goro::net::listener;
 namespace {
 
 using goro_test::clock;
-
-// Process CPU time (user + system).
-std::chrono::microseconds cpu_time() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return std::chrono::seconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         std::chrono::microseconds(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-}
-
-// Serves echo on ln until it is closed; `done` counts the accept loop.
-void serve_echo(listener& ln, goro::wait_group& done) {
-  done.add(1);
-  goro::go([&ln, &done] {
-    for (;;) {
-      conn c;
-      try {
-        c = ln.accept();
-      } catch (const goro::closed_error&) {
-        break;
-      }
-      goro::go([c = std::move(c)]() mutable {
-        char buf[4096];
-        try {
-          while (std::size_t n = c.read(buf, sizeof buf)) c.write(buf, n);
-        } catch (const std::system_error&) {
-        }
-      });
-    }
-    done.done();
-  });
-}
+using goro_test::cpu_time;
+using goro_test::serve_echo;
 
 void raise_nofile() {
   rlimit rl{};
@@ -483,7 +454,9 @@ TEST(Netpoll, BlockedPollIsBrokenByNewWork) {
       acceptor.done();
     });
     goro::chan<int> ran = goro::make_chan<int>(1);
-    goro::sleep(20ms);  // everything idle: the poller blocks
+    // Time for the idle M to block in epoll_wait, the interleaving under
+    // test (not observable from here); the assertion holds either way.
+    goro::sleep(20ms);
     auto t0 = clock::now();
     std::thread outside([&] { goro::go([&] { ran.send(1); }); });
     EXPECT_EQ(ran.recv().value_or(0), 1);
@@ -516,13 +489,18 @@ TEST(Netpoll, SysmonPollsWhenEveryPIsBusy) {
     std::atomic<long> served_ns{-1};
     goro::wait_group reader;
     reader.add(1);
+    std::atomic<std::uint64_t> reader_id{0};
     goro::go([&] {
+      reader_id = goro::goroutine_id();
       char b;
       s.read(&b, 1);
       served_ns = 0;
       reader.done();
     });
-    goro::sleep(30ms);  // the reader is parked; the busy ones run
+    // The reader is parked in the poller (so the byte can only reach it
+    // through a poll) while the busy ones run.
+    ASSERT_TRUE(goro_test::eventually([&] { return reader_id.load() != 0; }));
+    ASSERT_TRUE(goro_test::eventually_in_io_wait(reader_id.load()));
     auto t0 = clock::now();
     c.write("!", 1);
     ASSERT_TRUE(
@@ -576,7 +554,6 @@ TEST(Netpoll, IdleConnectionsUseNoCpu) {
     }
     ASSERT_TRUE(
         goro_test::eventually([&] { return parked.load() == 2 * pairs; }));
-    goro::sleep(50ms);  // let every reader park
     const long rss1 = goro_test::proc_status("VmRSS:");
     auto cpu0 = cpu_time();
     goro::sleep(300ms);

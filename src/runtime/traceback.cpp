@@ -78,27 +78,12 @@ void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
   out += line;
 }
 
-const char* status_word(std::uint32_t st) {
-  switch (st) {
-    case g_runnable:
-      return "runnable";
-    case g_running:
-      return "running";
-    case g_syscall:
-      return "syscall";
-    case g_waiting:
-      return "waiting";
-    default:
-      return gstatus_string(st);
-  }
-}
-
 void append_goroutine(std::string& out, G* gp, G* self) {
   std::uint32_t st = readgstatus(gp);
   char head[160];
   const char* what = st == g_waiting && gp->waitreason != wait_reason::zero
                          ? wait_reason_string(gp->waitreason)
-                         : status_word(st);
+                         : gstatus_string(st);
   std::snprintf(head, sizeof head, "goroutine %llu [%s%s]:\n",
                 static_cast<unsigned long long>(gp->goid), what,
                 gp->lockedm != nullptr ? ", locked to thread" : "");
