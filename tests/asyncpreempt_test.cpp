@@ -306,8 +306,14 @@ TEST(AsyncPreempt, GuardDefersPreemption) {
 __attribute__((noinline)) std::uint64_t work_us(int us) {
   auto until = clk::now() + std::chrono::microseconds(us);
   std::uint64_t x = 1;
+  // The empty asm keeps the compiler from folding the steps into one
+  // (then nearly all the time would be in the vDSO's clock read, which is
+  // not preemptible).
   while (clk::now() < until)
-    for (int i = 0; i < 64; i++) x = x * K + C;
+    for (int i = 0; i < 4096; i++) {
+      x = x * K + C;
+      asm volatile("" : "+r"(x));
+    }
   return x;
 }
 

@@ -27,13 +27,13 @@ struct mem_stats {
 mem_stats read_mem_stats();
 
 // Asynchronous (signal-based) preemption of goroutines running call-free
-// code in the main executable. Off by default; GORO_DEBUG=asyncpreempt=1
-// turns it on at start, GORO_DEBUG=asyncpreemptoff=1 keeps it off.
-// set_async_preempt turns it on or off at run time (starting the runtime if
-// needed) and returns the previous setting; turning it on has no effect
-// where it is unsupported (TSan builds, asyncpreemptoff=1, goro's code not
-// told apart from the executable's), which async_preempt_enabled() then
-// shows.
+// code in the main executable: on by default, as in Go. GORO_DEBUG=
+// asyncpreempt=0 starts with it off, GORO_DEBUG=asyncpreemptoff=1 keeps it
+// off whatever asks. set_async_preempt turns it on or off at run time
+// (starting the runtime if needed) and returns the previous setting;
+// turning it on has no effect where it is unsupported (TSan builds,
+// asyncpreemptoff=1, goro's code not told apart from the executable's),
+// which async_preempt_enabled() then shows.
 bool set_async_preempt(bool on);
 bool async_preempt_enabled();
 
@@ -42,8 +42,19 @@ struct preempt_stats {
   std::uint64_t signals_received;  // handler runs on goro's threads
   std::uint64_t preempted;         // goroutines preempted asynchronously
   std::uint64_t rejected_pc;       // signals that found non-preemptible code
+  // Signals that found the goroutine holding an OS lock (a std::mutex...):
+  // the preemption waits for the unlock that releases its last one.
+  std::uint64_t deferred_oslock;
+  std::uint64_t preempted_at_unlock;  // of `preempted`, done at that unlock
 };
 preempt_stats read_preempt_stats();
+
+// The number of OS locks (pthread mutexes, rwlocks and spin locks: what
+// std::mutex, std::shared_mutex and most C and C++ locks are built on) the
+// calling goroutine holds, as libgoro counts them to keep asynchronous
+// preemption out of critical sections; 0 outside a goroutine and in TSan
+// builds (which do not count).
+int os_locks_held();
 
 // Goroutine stack traces as Go prints them (runtime.Stack(buf, all)): the
 // calling goroutine's, or with all = true every goroutine's, the caller's

@@ -5,6 +5,7 @@
 // GOMAXPROCS, NumCPU, NumGoroutine).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -55,6 +56,14 @@ struct options {
   // fatal error in GORO_STACK_SIZE).
   std::size_t stack_size = 0;
   stack_guard guard = stack_guard::automatic;
+  // The time slice (Go's forcePreemptNS): a goroutine that has run this
+  // long without blocking is preempted (cooperatively at its next runtime
+  // entry; by signal in call-free code, see goro::debug::set_async_preempt).
+  // 0: the GORO_TIMESLICE environment variable (a number and a unit, ns,
+  // us, ms or s, e.g. 1ms; malformed or out of range is a fatal error,
+  // exit 2), else 10 ms. Otherwise 100us to 10s: other values throw
+  // std::invalid_argument. Can be changed while the runtime runs.
+  std::chrono::nanoseconds time_slice{0};
 };
 
 // Per-goroutine settings for go(go_options{...}, fn, args...).

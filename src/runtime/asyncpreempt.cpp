@@ -40,6 +40,7 @@
 #include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/oslock.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/proc.hpp"
@@ -214,6 +215,12 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
   if (mp->locks != 0 || mp->p == nullptr ||
       gp->preempt_off.load(std::memory_order_relaxed) != 0)
     return;
+  if (gp->oslocks.load(std::memory_order_relaxed) != 0) {
+    // Inside an OS lock's critical section: G.preempt stays set and the
+    // unlock that releases the last lock preempts (oslock_preempt_point).
+    async_preempt_stats.deferred_oslock.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   greg_t* r = uc->uc_mcontext.gregs;
   std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
   if (!pc_preemptible(pc)) {
@@ -359,7 +366,10 @@ void asyncpreempt_init() {
   if (!installed && debug.asyncpreemptsig > 0 && debug.asyncpreemptsig < NSIG &&
       debug.asyncpreemptsig != SIGSEGV && debug.asyncpreemptsig != SIGBUS)
     preempt_sig = debug.asyncpreemptsig;
+  oslock_init();
   if (debug.asyncpreemptoff > 0) supported = false;
+  // On by default (GORO_DEBUG=asyncpreempt=0 starts with it off; the API
+  // can still turn it on; asyncpreemptoff=1 keeps it off).
   if (debug.asyncpreempt > 0) asyncpreempt_set(true);
 }
 
@@ -379,23 +389,16 @@ void preemptM(M* mp, G* gp) {
   syscall(SYS_tgkill, self_pid, mp->procid, preempt_sig);
 }
 
-}  // namespace goro::rt
+namespace {
 
-using namespace goro::rt;
-
-// On g0, in ordinary context, right after the handler's sigreturn: gp was
-// interrupted and its context saved on its stack. As mcall(gosched_m),
-// plus the pin to this thread.
-extern "C" [[noreturn]] void goro_async_preempted(G* gp) {
-  M* mp = getm();
-  eh_save(mp, gp);
-  san_leave_g(mp, gp, false);
-  san_enter_g0(mp);
+// On g0, with gp just switched out (still _Grunning): requeue it pinned to
+// this thread, as a yield (Go's gopreempt_m) plus the pin. Registers may
+// hold addresses of this thread's thread_locals (or malloc's per-thread
+// caches), so gp resumes here; a goroutine already locked by
+// lock_os_thread stays locked as it was.
+[[noreturn]] void requeue_pinned(M* mp, G* gp) {
   casgstatus(gp, g_running, g_runnable);
   dropg(mp, gp);
-  // Registers may hold addresses of this thread's thread_locals (or
-  // malloc's per-thread caches): gp resumes here. A goroutine already
-  // locked by lock_os_thread stays locked as it was.
   if (gp->lockedm == nullptr) {
     gp->lockedm = mp;
     mp->lockedg = gp;
@@ -413,6 +416,65 @@ extern "C" [[noreturn]] void goro_async_preempted(G* gp) {
   __builtin_unreachable();
 }
 
+// On gp's stack, resumed: the pin was for this one resumption.
+void unpin(M* mp, G* gp) {
+  if (gp->async_pinned) {
+    gp->async_pinned = false;
+    if (mp->locked_ext == 0) {
+      mp->lockedg = nullptr;
+      gp->lockedm = nullptr;
+    }
+  }
+}
+
+// mcall target of a preemption deferred to an unlock.
+void deferred_preempt_m(void* arg) {
+  M* mp = getm();
+  san_enter_g0(mp);
+  requeue_pinned(mp, static_cast<G*>(arg));
+}
+
+}  // namespace
+
+void oslock_preempt_point(G* gp, void* ra) {
+  // The same conditions as the handler's, checked in ordinary context: the
+  // unlock was called from preemptible code (the user's, not goro's, libc's
+  // or libstdc++'s), by a running goroutine outside any preempt_guard and
+  // runtime lock, with a P.
+  if (!async_preempt_on.load(std::memory_order_relaxed)) return;
+  M* mp = getm();
+  if (mp == nullptr || mp->curg.load(std::memory_order_relaxed) != gp ||
+      mp->locks != 0 || mp->p == nullptr ||
+      gp->atomicstatus.load(std::memory_order_relaxed) != g_running ||
+      gp->preempt_off.load(std::memory_order_relaxed) != 0 ||
+      !pc_preemptible(reinterpret_cast<std::uintptr_t>(ra)))
+    return;
+  gp->preempt.store(false, std::memory_order_relaxed);
+  async_preempt_stats.at_unlock.fetch_add(1, std::memory_order_relaxed);
+  async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
+  // An ordinary call: the caller-saved registers are dead, mcall saves the
+  // rest. Resumes on this thread (the pin).
+  mcall(deferred_preempt_m);
+  M* now = getm();
+  if (now != mp) fatal("async preemption: goroutine resumed on another thread");
+  unpin(now, gp);
+}
+
+}  // namespace goro::rt
+
+using namespace goro::rt;
+
+// On g0, in ordinary context, right after the handler's sigreturn: gp was
+// interrupted and its context saved on its stack. As mcall(gosched_m),
+// plus the pin to this thread.
+extern "C" [[noreturn]] void goro_async_preempted(G* gp) {
+  M* mp = getm();
+  eh_save(mp, gp);
+  san_leave_g(mp, gp, false);
+  san_enter_g0(mp);
+  requeue_pinned(mp, gp);
+}
+
 // On gp's stack, on the thread that resumes it (goro_async_resume), just
 // before its context is restored.
 extern "C" void goro_async_resumed(void* ctxp) {
@@ -422,13 +484,7 @@ extern "C" void goro_async_resumed(void* ctxp) {
   san_enter_g(gp, false);
   if (mp != c->m)
     fatal("async preemption: goroutine resumed on another thread");
-  if (gp->async_pinned) {
-    gp->async_pinned = false;
-    if (mp->locked_ext == 0) {
-      mp->lockedg = nullptr;
-      gp->lockedm = nullptr;
-    }
-  }
+  unpin(mp, gp);
 }
 
 namespace goro::debug {
@@ -446,8 +502,14 @@ bool async_preempt_enabled() {
 
 preempt_stats read_preempt_stats() {
   auto& s = rt::async_preempt_stats;
-  return preempt_stats{s.sent.load(), s.received.load(), s.preempted.load(),
-                       s.rejected_pc.load()};
+  return preempt_stats{
+      s.sent.load(),        s.received.load(),        s.preempted.load(),
+      s.rejected_pc.load(), s.deferred_oslock.load(), s.at_unlock.load()};
+}
+
+int os_locks_held() {
+  rt::G* gp = rt::getg();
+  return gp != nullptr ? gp->oslocks.load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace goro::debug

@@ -16,10 +16,12 @@ extern std::atomic<bool> async_preempt_on;
 
 // Counters for goro::debug::read_preempt_stats.
 struct async_preempt_counters {
-  std::atomic<std::uint64_t> sent{0};         // signals sent by preemptM
-  std::atomic<std::uint64_t> received{0};     // handler runs
-  std::atomic<std::uint64_t> preempted{0};    // goroutines preempted
-  std::atomic<std::uint64_t> rejected_pc{0};  // PC outside preemptible code
+  std::atomic<std::uint64_t> sent{0};             // signals sent by preemptM
+  std::atomic<std::uint64_t> received{0};         // handler runs
+  std::atomic<std::uint64_t> preempted{0};        // goroutines preempted
+  std::atomic<std::uint64_t> rejected_pc{0};      // PC outside preemptible code
+  std::atomic<std::uint64_t> deferred_oslock{0};  // OS lock held: deferred
+  std::atomic<std::uint64_t> at_unlock{0};  // deferred ones done at unlock
 };
 extern async_preempt_counters async_preempt_stats;
 

@@ -91,6 +91,11 @@ struct G {
   // The stack's pages were returned to the OS while the G sat in the global
   // free list (sysmon); cleared when a goroutine uses it again.
   bool stack_scavenged = false;
+  // OS locks (pthread mutexes, rwlocks, spin locks) this goroutine holds,
+  // counted by libgoro's pthread wrappers (oslock.cpp). > 0 forbids async
+  // preemption: the handler defers it to the unlock that brings it to 0.
+  // Fills the padding after the flags above.
+  std::atomic<std::int32_t> oslocks{0};
   // The goroutine's function: entry(arg) runs and destroys the callable,
   // which lives in fn_inline when it fits, else in fn_heap.
   void (*entry)(void*) = nullptr;
@@ -117,6 +122,9 @@ struct G {
   static constexpr std::size_t fn_inline_size = 48;
   alignas(16) unsigned char fn_inline[fn_inline_size];
 };
+// Four Gs to a 1 KiB run of cache lines (stack.cpp allocates them rounded
+// to 64 bytes): a field that does not fit the padding costs 25% more.
+static_assert(sizeof(G) <= 256, "G grew past 256 bytes");
 
 // Intrusive FIFO of Gs (Go's gQueue).
 struct g_queue {

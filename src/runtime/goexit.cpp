@@ -50,6 +50,9 @@ void goexit0(void* arg) {
   gp->preempt.store(false, std::memory_order_relaxed);
   gp->goexiting = false;
   gp->goexit_caught = false;
+  // Locks it never released (a bug in the program) are not the next
+  // goroutine's.
+  gp->oslocks.store(0, std::memory_order_relaxed);
   gp->waitreason = wait_reason::zero;
   gp->eh = eh_state{};
   // A goroutine that exits while locked to its thread takes the thread

@@ -7,13 +7,54 @@
 // a loop that never enters the runtime is interrupted too.
 #include "runtime/preempt.hpp"
 
+#include <errno.h>
+
+#include <cstdlib>
+#include <cstring>
+
 #include "runtime/asyncpreempt.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/san.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
 namespace goro::rt {
+
+std::atomic<std::int64_t> time_slice_ns{default_time_slice_ns};
+
+const char* time_slice_problem(std::int64_t ns) {
+  if (ns < min_time_slice_ns) return "shorter than the minimum, 100us";
+  if (ns > max_time_slice_ns) return "longer than the maximum, 10s";
+  return nullptr;
+}
+
+void timeslice_init(std::int64_t opt_ns) {
+  std::int64_t ns = opt_ns;
+  const char* e = std::getenv("GORO_TIMESLICE");
+  if (ns == 0 && e != nullptr) {
+    // A decimal number and a unit: ns, us, ms or s.
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long v = std::strtoull(e, &end, 10);
+    std::int64_t unit = 0;
+    if (end != e && errno == 0) {
+      if (std::strcmp(end, "ns") == 0) unit = 1;
+      if (std::strcmp(end, "us") == 0) unit = 1000;
+      if (std::strcmp(end, "ms") == 0) unit = 1000 * 1000;
+      if (std::strcmp(end, "s") == 0) unit = 1000 * 1000 * 1000;
+    }
+    if (unit == 0 || *e < '0' || *e > '9' || v > 100ULL * 1000 * 1000 * 1000)
+      fatalf(
+          "GORO_TIMESLICE=%s: not a duration (want a number and a unit, "
+          "ns, us, ms or s, e.g. 1ms)",
+          e);
+    ns = std::int64_t(v) * unit;
+    if (const char* why = time_slice_problem(ns))
+      fatalf("GORO_TIMESLICE=%s: %s", e, why);
+  }
+  time_slice_ns.store(ns != 0 ? ns : default_time_slice_ns);
+}
 
 void gopreempt() {
   G* gp = getg();

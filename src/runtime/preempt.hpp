@@ -1,6 +1,9 @@
 // preempt.hpp: cooperative preemption requests and checks.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "runtime/checkdead.hpp"
 #include "runtime/tls.hpp"
 
@@ -30,7 +33,18 @@ inline void preempt_check() {
   if (gp != nullptr && gp->preempt.load(std::memory_order_relaxed)) gopreempt();
 }
 
-// Go's forcePreemptNS: the time slice.
-constexpr std::int64_t force_preempt_ns = 10 * 1000 * 1000;
+// Go's forcePreemptNS, the time slice: a goroutine that has run this long
+// is asked to yield (and interrupted, with async preemption). 10 ms as in
+// Go unless options::time_slice or GORO_TIMESLICE says otherwise.
+constexpr std::int64_t default_time_slice_ns = 10 * 1000 * 1000;
+constexpr std::int64_t min_time_slice_ns = 100 * 1000;
+constexpr std::int64_t max_time_slice_ns = 10LL * 1000 * 1000 * 1000;
+extern std::atomic<std::int64_t> time_slice_ns;
+// Start-up: opt_ns (options::time_slice, 0: unset), else GORO_TIMESLICE
+// (a duration such as 1ms, 500us, 2s; malformed or out of range is a fatal
+// error), else the default.
+void timeslice_init(std::int64_t opt_ns);
+// Why ns cannot be a time slice, or null.
+const char* time_slice_problem(std::int64_t ns);
 
 }  // namespace goro::rt

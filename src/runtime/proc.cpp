@@ -97,6 +97,7 @@ void schedinit(const goro::options* opt) {
 
   stackinit(opt ? opt->stack_size : 0, opt ? int(opt->guard) : 0);
   install_overflow_handler();
+  timeslice_init(opt ? opt->time_slice.count() : 0);
   asyncpreempt_init();
 
   allp = new P*[max_procs]();
@@ -162,6 +163,11 @@ void validate(const options& o) {
     if (const char* why = rt::stack_size_problem(o.stack_size))
       throw std::invalid_argument("goro::options::stack_size = " +
                                   stack_size_text(o.stack_size) + ": " + why);
+  if (o.time_slice.count() != 0)
+    if (const char* why = rt::time_slice_problem(o.time_slice.count()))
+      throw std::invalid_argument("goro::options::time_slice = " +
+                                  std::to_string(o.time_slice.count()) +
+                                  "ns: " + why);
   if (unsigned(o.guard) > unsigned(stack_guard::canary))
     throw std::invalid_argument(
         "goro::options::guard = " + std::to_string(int(o.guard)) +
@@ -205,6 +211,7 @@ void apply_to_running(const options& o) {
         " cannot apply: the runtime is already running with " +
         rt::guard_name(rt::default_guard()) +
         " guards (options apply when the runtime starts)");
+  if (o.time_slice.count() != 0) rt::time_slice_ns.store(o.time_slice.count());
   if (o.gomaxprocs > 0) {
     int n = o.gomaxprocs < rt::max_procs ? o.gomaxprocs : rt::max_procs;
     if (n != rt::gomaxprocs_now()) gomaxprocs(n);

@@ -18,7 +18,7 @@ void schedinit(const goro::options* opt);
 struct debug_vars {
   int schedtrace = 0;  // ms between schedtrace lines; 0: off
   int scheddetail = 0;
-  int asyncpreempt = 0;     // 1: async (signal) preemption on at start
+  int asyncpreempt = 1;     // 0: async (signal) preemption off at start
   int asyncpreemptoff = 0;  // 1: async preemption off, even if asked for
   int asyncpreemptsig = 0;  // the preemption signal; 0: SIGURG
 };

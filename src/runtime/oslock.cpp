@@ -1,0 +1,259 @@
+// oslock.cpp: libgoro interposes the pthread lock functions to count, per
+// goroutine, the OS locks it holds (G.oslocks).
+//
+// Why: a goroutine interrupted by the preemption signal inside a std::mutex
+// critical section would stay pinned to its thread (asyncpreempt.cpp) with
+// the mutex held; a goroutine scheduled next on that thread that takes the
+// same mutex blocks the thread in the kernel, and the holder can never run
+// again to release it. So the signal handler refuses to preempt while
+// G.oslocks > 0 and leaves G.preempt set; the unlock that brings the count
+// back to zero performs the preemption at once (oslock_preempt_point).
+//
+// How: libgoro defines pthread_mutex_lock, pthread_rwlock_wrlock, ... (every
+// acquire and release of the three lock kinds). In a program linked with
+// the static libgoro they are the executable's own definitions; with the
+// shared libgoro they precede libc's in the global symbol lookup order. In
+// both cases every call through the PLT lands here: the user's inline
+// std::mutex/std::shared_mutex code, libstdc++, other shared objects.
+// Calls inside libc itself (e.g. stdio's locks) use libc's internal
+// aliases and are not counted; those are never preempted anyway (the
+// handler only preempts the main executable's code). Each wrapper forwards
+// to the next definition (dlsym RTLD_NEXT: libc's, or a sanitizer's).
+//
+// The count is the goroutine's, not the thread's: a goroutine that
+// blocks with a lock held and resumes on another thread (a bug the
+// diagnostics report) carries its count along. It is only written by the
+// goroutine itself on its own thread and read by the signal handler on the
+// same thread, so relaxed accesses suffice; the increment happens before
+// the lock is taken and the decrement after it is released, so the handler
+// sees a non-zero count whenever the lock is held. Unbalanced unlocks (a
+// lock released by another goroutine than the one that took it) never take
+// the count below zero; the taker's count stays raised, which only makes
+// it non-preemptible by signal (it still yields at its next runtime entry).
+//
+// Cost on a plain thread: one TLS read and a branch per call; in a
+// goroutine, a load and a store of G.oslocks more.
+#include "runtime/oslock.hpp"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "runtime/g.hpp"
+#include "runtime/m.hpp"
+#include "runtime/san.hpp"
+#include "runtime/tls.hpp"
+
+#ifndef GORO_HAVE_TSAN
+
+namespace goro::rt {
+namespace {
+
+// The real functions, resolved once (a racing double resolution stores the
+// same values).
+struct real_fns {
+  int (*mutex_lock)(pthread_mutex_t*);
+  int (*mutex_trylock)(pthread_mutex_t*);
+  int (*mutex_timedlock)(pthread_mutex_t*, const timespec*);
+  int (*mutex_clocklock)(pthread_mutex_t*, clockid_t, const timespec*);
+  int (*mutex_unlock)(pthread_mutex_t*);
+  int (*rw_rdlock)(pthread_rwlock_t*);
+  int (*rw_tryrdlock)(pthread_rwlock_t*);
+  int (*rw_timedrdlock)(pthread_rwlock_t*, const timespec*);
+  int (*rw_clockrdlock)(pthread_rwlock_t*, clockid_t, const timespec*);
+  int (*rw_wrlock)(pthread_rwlock_t*);
+  int (*rw_trywrlock)(pthread_rwlock_t*);
+  int (*rw_timedwrlock)(pthread_rwlock_t*, const timespec*);
+  int (*rw_clockwrlock)(pthread_rwlock_t*, clockid_t, const timespec*);
+  int (*rw_unlock)(pthread_rwlock_t*);
+  int (*spin_lock)(pthread_spinlock_t*);
+  int (*spin_trylock)(pthread_spinlock_t*);
+  int (*spin_unlock)(pthread_spinlock_t*);
+};
+real_fns real;
+std::atomic<bool> resolved{false};
+thread_local bool resolving = false;
+
+[[noreturn]] void die(const char* msg) {
+  // No stdio: this may run inside a lock wrapper.
+  (void)!write(2, msg, __builtin_strlen(msg));
+  _exit(2);
+}
+
+template <class F>
+void resolve_one(F& slot, const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (p == nullptr) {
+    die("fatal error: goro: cannot find the real pthread lock functions "
+        "(dlsym RTLD_NEXT)\n");
+  }
+  slot = reinterpret_cast<F>(p);
+}
+
+__attribute__((noinline)) void resolve() {
+  if (resolving)
+    die("fatal error: goro: dlsym took a pthread lock while goro resolved "
+        "the real lock functions\n");
+  resolving = true;
+  resolve_one(real.mutex_lock, "pthread_mutex_lock");
+  resolve_one(real.mutex_trylock, "pthread_mutex_trylock");
+  resolve_one(real.mutex_timedlock, "pthread_mutex_timedlock");
+  resolve_one(real.mutex_clocklock, "pthread_mutex_clocklock");
+  resolve_one(real.mutex_unlock, "pthread_mutex_unlock");
+  resolve_one(real.rw_rdlock, "pthread_rwlock_rdlock");
+  resolve_one(real.rw_tryrdlock, "pthread_rwlock_tryrdlock");
+  resolve_one(real.rw_timedrdlock, "pthread_rwlock_timedrdlock");
+  resolve_one(real.rw_clockrdlock, "pthread_rwlock_clockrdlock");
+  resolve_one(real.rw_wrlock, "pthread_rwlock_wrlock");
+  resolve_one(real.rw_trywrlock, "pthread_rwlock_trywrlock");
+  resolve_one(real.rw_timedwrlock, "pthread_rwlock_timedwrlock");
+  resolve_one(real.rw_clockwrlock, "pthread_rwlock_clockwrlock");
+  resolve_one(real.rw_unlock, "pthread_rwlock_unlock");
+  resolve_one(real.spin_lock, "pthread_spin_lock");
+  resolve_one(real.spin_trylock, "pthread_spin_trylock");
+  resolve_one(real.spin_unlock, "pthread_spin_unlock");
+  resolving = false;
+  resolved.store(true, std::memory_order_release);
+}
+
+inline const real_fns& fns() {
+  if (__builtin_expect(!resolved.load(std::memory_order_acquire), 0)) resolve();
+  return real;
+}
+
+// The running goroutine, or null (a plain thread, or g0). No goroutine
+// switch happens inside a wrapper before the value is used, so a direct
+// TLS read is fine here.
+inline G* cur() {
+  M* mp = goro_tls_m;
+  return mp != nullptr ? mp->curg.load(std::memory_order_relaxed) : nullptr;
+}
+
+inline void inc(G* gp) {
+  gp->oslocks.store(gp->oslocks.load(std::memory_order_relaxed) + 1,
+                    std::memory_order_relaxed);
+  // The count must be in memory before the lock is taken (the handler
+  // reads it on this thread).
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+// After a release: drops the count and runs a deferred preemption.
+__attribute__((always_inline)) inline void dec(G* gp, void* ra) {
+  std::int32_t n = gp->oslocks.load(std::memory_order_relaxed);
+  if (n <= 0) return;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  gp->oslocks.store(n - 1, std::memory_order_relaxed);
+  if (n == 1 && gp->preempt.load(std::memory_order_relaxed))
+    oslock_preempt_point(gp, ra);
+}
+
+// Acquire: count first, undo on failure (EOWNERDEAD from a robust mutex
+// means the lock was acquired).
+template <class L, class... A>
+__attribute__((always_inline)) inline int acquire(int (*fn)(L*, A...), L* l,
+                                                  A... a) {
+  G* gp = cur();
+  if (gp != nullptr) inc(gp);
+  int rc = fn(l, a...);
+  if (gp != nullptr && rc != 0 && rc != EOWNERDEAD) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    gp->oslocks.store(gp->oslocks.load(std::memory_order_relaxed) - 1,
+                      std::memory_order_relaxed);
+  }
+  return rc;
+}
+
+}  // namespace
+
+void oslock_init() { (void)fns(); }
+bool oslock_counting() { return true; }
+
+}  // namespace goro::rt
+
+using goro::rt::acquire;
+using goro::rt::cur;
+using goro::rt::dec;
+using goro::rt::fns;
+
+#define GORO_EXPORT extern "C" __attribute__((visibility("default")))
+
+GORO_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) {
+  return acquire(fns().mutex_lock, m);
+}
+GORO_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) {
+  return acquire(fns().mutex_trylock, m);
+}
+GORO_EXPORT int pthread_mutex_timedlock(pthread_mutex_t* m, const timespec* t) {
+  return acquire(fns().mutex_timedlock, m, t);
+}
+GORO_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c,
+                                        const timespec* t) {
+  return acquire(fns().mutex_clocklock, m, c, t);
+}
+GORO_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) {
+  int rc = fns().mutex_unlock(m);
+  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
+    dec(gp, __builtin_return_address(0));
+  return rc;
+}
+
+GORO_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) {
+  return acquire(fns().rw_rdlock, l);
+}
+GORO_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) {
+  return acquire(fns().rw_tryrdlock, l);
+}
+GORO_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t* l,
+                                           const timespec* t) {
+  return acquire(fns().rw_timedrdlock, l, t);
+}
+GORO_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c,
+                                           const timespec* t) {
+  return acquire(fns().rw_clockrdlock, l, c, t);
+}
+GORO_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) {
+  return acquire(fns().rw_wrlock, l);
+}
+GORO_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) {
+  return acquire(fns().rw_trywrlock, l);
+}
+GORO_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t* l,
+                                           const timespec* t) {
+  return acquire(fns().rw_timedwrlock, l, t);
+}
+GORO_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c,
+                                           const timespec* t) {
+  return acquire(fns().rw_clockwrlock, l, c, t);
+}
+GORO_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) {
+  int rc = fns().rw_unlock(l);
+  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
+    dec(gp, __builtin_return_address(0));
+  return rc;
+}
+
+GORO_EXPORT int pthread_spin_lock(pthread_spinlock_t* l) {
+  return acquire(fns().spin_lock, l);
+}
+GORO_EXPORT int pthread_spin_trylock(pthread_spinlock_t* l) {
+  return acquire(fns().spin_trylock, l);
+}
+GORO_EXPORT int pthread_spin_unlock(pthread_spinlock_t* l) {
+  int rc = fns().spin_unlock(l);
+  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
+    dec(gp, __builtin_return_address(0));
+  return rc;
+}
+
+#else  // GORO_HAVE_TSAN
+
+namespace goro::rt {
+void oslock_init() {}
+bool oslock_counting() { return false; }
+}  // namespace goro::rt
+
+#endif
