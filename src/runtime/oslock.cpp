@@ -141,18 +141,20 @@ inline void inc(G* gp) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
-// After a release: drops the count and runs a deferred preemption.
-__attribute__((always_inline)) inline void dec(G* gp, void* ra) {
+// Before a release: drops the count. Safe before the lock is actually
+// released: from here until the wrapper returns to its caller the PC is in
+// goro's or libc's code, where the handler never preempts. True when the
+// release must be followed by the deferred preemption (the count reached
+// zero with one asked for).
+__attribute__((always_inline)) inline bool dec(G* gp) {
   std::int32_t n = gp->oslocks.load(std::memory_order_relaxed);
-  if (n <= 0) return;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (n <= 0) return false;
   gp->oslocks.store(n - 1, std::memory_order_relaxed);
-  if (n == 1 && gp->preempt.load(std::memory_order_relaxed))
-    oslock_preempt_point(gp, ra);
+  return n == 1 && gp->preempt.load(std::memory_order_relaxed);
 }
 
-// Acquire: count first, undo on failure (EOWNERDEAD from a robust mutex
-// means the lock was acquired).
+// Acquire that can fail routinely (try, timed): count first, undo on
+// failure (EOWNERDEAD from a robust mutex means the lock was acquired).
 template <class L, class... A>
 __attribute__((always_inline)) inline int acquire(int (*fn)(L*, A...), L* l,
                                                   A... a) {
@@ -167,6 +169,28 @@ __attribute__((always_inline)) inline int acquire(int (*fn)(L*, A...), L* l,
   return rc;
 }
 
+// Blocking acquire: count, then a tail call. A failed lock (an invalid or
+// error-checking mutex already held) leaves the count raised: the
+// goroutine is then only preempted cooperatively until it exits, the
+// price of keeping the common path a jump.
+template <class L>
+__attribute__((always_inline)) inline int acquire_blocking(int (*fn)(L*),
+                                                           L* l) {
+  if (G* gp = cur(); gp != nullptr) inc(gp);
+  return fn(l);
+}
+
+// Release: uncount, then a tail call unless a deferred preemption is due.
+template <class L>
+__attribute__((always_inline)) inline int release(int (*fn)(L*), L* l,
+                                                  void* ra) {
+  G* gp = cur();
+  if (gp == nullptr || !dec(gp)) return fn(l);
+  int rc = fn(l);
+  oslock_preempt_point(gp, ra);
+  return rc;
+}
+
 }  // namespace
 
 void oslock_init() { (void)fns(); }
@@ -175,14 +199,14 @@ bool oslock_counting() { return true; }
 }  // namespace goro::rt
 
 using goro::rt::acquire;
-using goro::rt::cur;
-using goro::rt::dec;
+using goro::rt::acquire_blocking;
 using goro::rt::fns;
+using goro::rt::release;
 
 #define GORO_EXPORT extern "C" __attribute__((visibility("default")))
 
 GORO_EXPORT int pthread_mutex_lock(pthread_mutex_t* m) {
-  return acquire(fns().mutex_lock, m);
+  return acquire_blocking(fns().mutex_lock, m);
 }
 GORO_EXPORT int pthread_mutex_trylock(pthread_mutex_t* m) {
   return acquire(fns().mutex_trylock, m);
@@ -195,14 +219,11 @@ GORO_EXPORT int pthread_mutex_clocklock(pthread_mutex_t* m, clockid_t c,
   return acquire(fns().mutex_clocklock, m, c, t);
 }
 GORO_EXPORT int pthread_mutex_unlock(pthread_mutex_t* m) {
-  int rc = fns().mutex_unlock(m);
-  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
-    dec(gp, __builtin_return_address(0));
-  return rc;
+  return release(fns().mutex_unlock, m, __builtin_return_address(0));
 }
 
 GORO_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t* l) {
-  return acquire(fns().rw_rdlock, l);
+  return acquire_blocking(fns().rw_rdlock, l);
 }
 GORO_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t* l) {
   return acquire(fns().rw_tryrdlock, l);
@@ -216,7 +237,7 @@ GORO_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t* l, clockid_t c,
   return acquire(fns().rw_clockrdlock, l, c, t);
 }
 GORO_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t* l) {
-  return acquire(fns().rw_wrlock, l);
+  return acquire_blocking(fns().rw_wrlock, l);
 }
 GORO_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t* l) {
   return acquire(fns().rw_trywrlock, l);
@@ -230,23 +251,17 @@ GORO_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t* l, clockid_t c,
   return acquire(fns().rw_clockwrlock, l, c, t);
 }
 GORO_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t* l) {
-  int rc = fns().rw_unlock(l);
-  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
-    dec(gp, __builtin_return_address(0));
-  return rc;
+  return release(fns().rw_unlock, l, __builtin_return_address(0));
 }
 
 GORO_EXPORT int pthread_spin_lock(pthread_spinlock_t* l) {
-  return acquire(fns().spin_lock, l);
+  return acquire_blocking(fns().spin_lock, l);
 }
 GORO_EXPORT int pthread_spin_trylock(pthread_spinlock_t* l) {
   return acquire(fns().spin_trylock, l);
 }
 GORO_EXPORT int pthread_spin_unlock(pthread_spinlock_t* l) {
-  int rc = fns().spin_unlock(l);
-  if (goro::rt::G* gp = cur(); gp != nullptr && rc == 0)
-    dec(gp, __builtin_return_address(0));
-  return rc;
+  return release(fns().spin_unlock, l, __builtin_return_address(0));
 }
 
 #else  // GORO_HAVE_TSAN
