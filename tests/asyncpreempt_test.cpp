@@ -430,26 +430,36 @@ TEST(AsyncPreempt, RegisterAndVectorStateSurvive) {
   if (!supported()) GTEST_SKIP_OFF();
   bool avx = __builtin_cpu_supports("avx2");
   constexpr int n = 4;
-  std::vector<results> want(n), got(n);
-  for (int i = 0; i < n; i++) want[i] = compute(i, avx);
+  std::vector<results> got(n);
   auto before = goro::debug::read_preempt_stats();
-  goro::run(procs(2), [&] {
-    preempt_storm storm(200us);
-    goro::wait_group wg;
-    wg.add(n);
-    for (int i = 0; i < n; i++)
-      goro::go([&, i] {
-        got[i] = compute(i, avx);
-        wg.done();
-      });
-    wg.wait();
-  });
+  // Rounds for 5 s (the CI soak); GORO_SOAK_SECONDS=60 for the
+  // soak by hand.
+  double soak = 5;
+  if (const char* e = getenv("GORO_SOAK_SECONDS")) soak = std::atof(e);
+  auto t0 = clk::now();
+  int rounds = 0;
+  do {
+    goro::run(procs(2), [&] {
+      preempt_storm storm(200us);
+      goro::wait_group wg;
+      wg.add(n);
+      for (int i = 0; i < n; i++)
+        goro::go([&, i] {
+          got[i] = compute(i + rounds, avx);
+          wg.done();
+        });
+      wg.wait();
+    });
+    for (int i = 0; i < n; i++) {
+      results w = compute(i + rounds, avx);
+      EXPECT_EQ(got[i].gpr, w.gpr) << i << " round " << rounds;
+      EXPECT_EQ(got[i].fp, w.fp) << i << " round " << rounds;
+      EXPECT_EQ(got[i].avx, w.avx) << i << " round " << rounds;
+    }
+    rounds++;
+  } while (!HasFailure() &&
+           std::chrono::duration<double>(clk::now() - t0).count() < soak);
   auto after = goro::debug::read_preempt_stats();
-  for (int i = 0; i < n; i++) {
-    EXPECT_EQ(got[i].gpr, want[i].gpr) << i;
-    EXPECT_EQ(got[i].fp, want[i].fp) << i;
-    EXPECT_EQ(got[i].avx, want[i].avx) << i;
-  }
   EXPECT_GT(after.preempted - before.preempted, 100u)
       << "sent " << after.signals_sent - before.signals_sent << " received "
       << after.signals_received - before.signals_received << " rejected_pc "
