@@ -37,6 +37,21 @@ mem_stats read_mem_stats();
 bool set_async_preempt(bool on);
 bool async_preempt_enabled();
 
+// More preemptible code. Only the main executable's code is interrupted by
+// default (GORO_DEBUG=asyncpreemptmain=0: not even that, only what is
+// added here). add_async_preempt_library adds the code of the loaded
+// object (a shared library of yours) that contains `addr`, e.g. the
+// address of one of its functions, minus its PLT; system libraries (libc,
+// libstdc++, libgcc_s, libm, the loader) and goro itself are refused.
+// add_async_preempt_range adds [begin, end), e.g. a section of marked
+// functions: `__attribute__((section("hot_loops")))` on each, then
+// add_async_preempt_range(__start_hot_loops, __stop_hot_loops). Both throw
+// std::invalid_argument for bad input (no such object, a system library,
+// an empty range, one covering goro's code, more than 64 ranges in all).
+// Ranges cannot be removed.
+void add_async_preempt_library(const void* addr);
+void add_async_preempt_range(const void* begin, const void* end);
+
 struct preempt_stats {
   std::uint64_t signals_sent;      // preemption signals sent by the runtime
   std::uint64_t signals_received;  // handler runs on goro's threads

@@ -35,6 +35,8 @@
 #include <goro/debug.hpp>
 #include <goro/runtime.hpp>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "runtime/globrunq.hpp"
@@ -95,8 +97,11 @@ struct pc_range {
   std::uintptr_t lo, hi;
 };
 constexpr int max_ranges = 64;
-pc_range ranges[max_ranges];  // preemptible code, written before install
-int nranges = 0;
+// Preemptible code. Entries are only appended (under install_mu), each
+// written before nranges is raised (release), so the handler, which reads
+// nranges with acquire, never sees a half-written one.
+pc_range ranges[max_ranges];
+std::atomic<int> nranges{0};
 
 int preempt_sig = SIGURG;
 pid_t self_pid = 0;
@@ -106,7 +111,8 @@ bool supported = true;
 std::mutex install_mu;
 
 bool pc_preemptible(std::uintptr_t pc) {
-  for (int i = 0; i < nranges; i++)
+  int n = nranges.load(std::memory_order_acquire);
+  for (int i = 0; i < n; i++)
     if (pc >= ranges[i].lo && pc < ranges[i].hi) return true;
   return false;
 }
@@ -126,30 +132,42 @@ void exclude(std::vector<pc_range>& v, std::uintptr_t lo, std::uintptr_t hi) {
   v.swap(out);
 }
 
+// A loaded object's executable segments: the main program (want == 0, the
+// first object dl_iterate_phdr reports) or the one containing address
+// `want`.
 struct exe_info {
+  std::uintptr_t want = 0;
   std::uintptr_t bias = 0;
   std::vector<pc_range> text;
+  std::string name;
   bool found = false;
 };
 
 int phdr_cb(dl_phdr_info* info, std::size_t, void* data) {
-  // The first object is the main program.
   auto* e = static_cast<exe_info*>(data);
-  e->bias = info->dlpi_addr;
+  std::vector<pc_range> text;
+  bool contains = false;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X))
-      e->text.push_back({info->dlpi_addr + ph.p_vaddr,
-                         info->dlpi_addr + ph.p_vaddr + ph.p_memsz});
+    if (ph.p_type != PT_LOAD) continue;
+    std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    std::uintptr_t hi = lo + ph.p_memsz;
+    if (e->want >= lo && e->want < hi) contains = true;
+    if (ph.p_flags & PF_X) text.push_back({lo, hi});
   }
+  if (e->want != 0 && !contains) return 0;
+  e->bias = info->dlpi_addr;
+  e->text = std::move(text);
+  e->name = info->dlpi_name != nullptr ? info->dlpi_name : "";
   e->found = true;
   return 1;
 }
 
-// The executable's PLT sections (.plt, .plt.sec, .plt.got), from its
-// section headers.
-void exclude_plt(std::vector<pc_range>& v, std::uintptr_t bias) {
-  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+// An object's PLT sections (.plt, .plt.sec, .plt.got), from its section
+// headers.
+void exclude_plt(std::vector<pc_range>& v, std::uintptr_t bias,
+                 const char* path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
   ElfW(Ehdr) eh;
   std::vector<ElfW(Shdr)> sh;
@@ -178,25 +196,43 @@ out:
   close(fd);
 }
 
-// Computes the preemptible code ranges; false if goro's own code cannot be
+bool in_goro(std::uintptr_t lo, std::uintptr_t hi) {
+  auto inside = [&](const void* p) {
+    auto a = reinterpret_cast<std::uintptr_t>(p);
+    return a >= lo && a < hi;
+  };
+  return inside(reinterpret_cast<const void*>(&goro_async_resume)) ||
+         inside(reinterpret_cast<const void*>(&asyncpreempt_set));
+}
+
+// Appends v (minus goro's own code) to the preemptible ranges; false if
+// they do not fit or would cover goro's code. Caller holds install_mu.
+bool add_ranges_locked(std::vector<pc_range> v) {
+  if (__start_goro_text != nullptr && __stop_goro_text != nullptr)
+    exclude(v, reinterpret_cast<std::uintptr_t>(__start_goro_text),
+            reinterpret_cast<std::uintptr_t>(__stop_goro_text));
+  int n = nranges.load(std::memory_order_relaxed);
+  if (n + int(v.size()) > max_ranges) return false;
+  for (pc_range r : v)
+    if (in_goro(r.lo, r.hi)) return false;
+  for (std::size_t i = 0; i < v.size(); i++) ranges[n + int(i)] = v[i];
+  nranges.store(n + int(v.size()), std::memory_order_release);
+  return true;
+}
+
+// The main executable's code, unless GORO_DEBUG=asyncpreemptmain=0 limits
+// preemption to code added explicitly; false if goro's own code cannot be
 // told apart from the executable's (then async preemption stays off).
 bool compute_ranges() {
+  if (debug.asyncpreemptmain == 0) return true;
   exe_info e;
   dl_iterate_phdr(phdr_cb, &e);
   if (!e.found) return false;
   std::vector<pc_range> v = e.text;
-  if (__start_goro_text != nullptr && __stop_goro_text != nullptr)
-    exclude(v, reinterpret_cast<std::uintptr_t>(__start_goro_text),
-            reinterpret_cast<std::uintptr_t>(__stop_goro_text));
-  exclude_plt(v, e.bias);
-  if (int(v.size()) > max_ranges) return false;
-  for (std::size_t i = 0; i < v.size(); i++) ranges[i] = v[i];
-  nranges = int(v.size());
+  exclude_plt(v, e.bias, "/proc/self/exe");
   // goro's code must be outside (the shared library, or the static one
   // with its goro_text section); otherwise refuse.
-  return !pc_preemptible(
-             reinterpret_cast<std::uintptr_t>(&goro_async_resume)) &&
-         !pc_preemptible(reinterpret_cast<std::uintptr_t>(&asyncpreempt_set));
+  return add_ranges_locked(std::move(v));
 }
 
 // Copies n bytes without sanitizer checks (the destination is goroutine
@@ -399,7 +435,7 @@ namespace {
 [[noreturn]] void requeue_pinned(M* mp, G* gp) {
   casgstatus(gp, g_running, g_runnable);
   dropg(mp, gp);
-  if (gp->lockedm == nullptr) {
+  if (gp->lockedm == nullptr && debug.asyncpreemptmigrate == 0) {
     gp->lockedm = mp;
     mp->lockedg = gp;
     gp->async_pinned = true;
@@ -456,7 +492,8 @@ void oslock_preempt_point(G* gp, void* ra) {
   // rest. Resumes on this thread (the pin).
   mcall(deferred_preempt_m);
   M* now = getm();
-  if (now != mp) fatal("async preemption: goroutine resumed on another thread");
+  if (now != mp && debug.asyncpreemptmigrate == 0)
+    fatal("async preemption: goroutine resumed on another thread");
   unpin(now, gp);
 }
 
@@ -482,7 +519,7 @@ extern "C" void goro_async_resumed(void* ctxp) {
   G* gp = c->g;
   M* mp = getm();
   san_enter_g(gp, false);
-  if (mp != c->m)
+  if (mp != c->m && debug.asyncpreemptmigrate == 0)
     fatal("async preemption: goroutine resumed on another thread");
   unpin(mp, gp);
 }
@@ -505,6 +542,60 @@ preempt_stats read_preempt_stats() {
   return preempt_stats{
       s.sent.load(),        s.received.load(),        s.preempted.load(),
       s.rejected_pc.load(), s.deferred_oslock.load(), s.at_unlock.load()};
+}
+
+namespace {
+// Objects whose code is never made preemptible: their state is shared by
+// every goroutine on a thread (malloc arenas, stdio, the loader, the
+// unwinder), so a goroutine interrupted inside them could block or corrupt
+// the next one.
+bool system_object(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  for (const char* n :
+       {"libc.so", "libc-", "ld-linux", "libstdc++", "libgcc_s", "libm.so",
+        "libpthread", "libdl.so", "librt.so", "linux-vdso", "libgoro"})
+    if (base.rfind(n, 0) == 0) return true;
+  return false;
+}
+}  // namespace
+
+void add_async_preempt_library(const void* addr) {
+  goro::detail::ensure_started(nullptr);
+  rt::exe_info e;
+  e.want = reinterpret_cast<std::uintptr_t>(addr);
+  if (e.want == 0)
+    throw std::invalid_argument("goro::debug::add_async_preempt_library: null");
+  dl_iterate_phdr(rt::phdr_cb, &e);
+  if (!e.found)
+    throw std::invalid_argument(
+        "goro::debug::add_async_preempt_library: the address is in no "
+        "loaded object");
+  std::string path = e.name.empty() ? "/proc/self/exe" : e.name;
+  if (!e.name.empty() && system_object(e.name))
+    throw std::invalid_argument(
+        "goro::debug::add_async_preempt_library: " + e.name +
+        " is a system library (or goro) whose code must not be interrupted");
+  std::vector<rt::pc_range> v = e.text;
+  rt::exclude_plt(v, e.bias, path.c_str());
+  std::lock_guard<std::mutex> lk(rt::install_mu);
+  if (!rt::add_ranges_locked(std::move(v)))
+    throw std::invalid_argument(
+        "goro::debug::add_async_preempt_library: " + path +
+        ": too many code ranges, or goro's own code");
+}
+
+void add_async_preempt_range(const void* begin, const void* end) {
+  goro::detail::ensure_started(nullptr);
+  auto lo = reinterpret_cast<std::uintptr_t>(begin);
+  auto hi = reinterpret_cast<std::uintptr_t>(end);
+  if (lo == 0 || hi <= lo)
+    throw std::invalid_argument(
+        "goro::debug::add_async_preempt_range: empty or null range");
+  std::lock_guard<std::mutex> lk(rt::install_mu);
+  if (!rt::add_ranges_locked({rt::pc_range{lo, hi}}))
+    throw std::invalid_argument(
+        "goro::debug::add_async_preempt_range: too many ranges, or the "
+        "range covers goro's own code");
 }
 
 int os_locks_held() {

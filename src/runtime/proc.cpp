@@ -65,6 +65,8 @@ void parse_debug() {
       if (k == "asyncpreempt") debug.asyncpreempt = v;
       if (k == "asyncpreemptoff") debug.asyncpreemptoff = v;
       if (k == "asyncpreemptsig") debug.asyncpreemptsig = v;
+      if (k == "asyncpreemptmain") debug.asyncpreemptmain = v;
+      if (k == "asyncpreemptmigrate") debug.asyncpreemptmigrate = v;
     }
     pos = end + 1;
   }

@@ -18,9 +18,11 @@ void schedinit(const goro::options* opt);
 struct debug_vars {
   int schedtrace = 0;  // ms between schedtrace lines; 0: off
   int scheddetail = 0;
-  int asyncpreempt = 1;     // 0: async (signal) preemption off at start
-  int asyncpreemptoff = 0;  // 1: async preemption off, even if asked for
-  int asyncpreemptsig = 0;  // the preemption signal; 0: SIGURG
+  int asyncpreempt = 1;         // 0: async (signal) preemption off at start
+  int asyncpreemptoff = 0;      // 1: async preemption off, even if asked for
+  int asyncpreemptsig = 0;      // the preemption signal; 0: SIGURG
+  int asyncpreemptmain = 1;     // 0: the main executable is not preemptible
+  int asyncpreemptmigrate = 0;  // 1: no pin after a signal preemption
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;
