@@ -201,13 +201,20 @@ TEST(PingPongHog, CallFreeHogsShareTheP) {
   goro::run(procs(1), [&] {
     goro::chan<void> done = goro::make_chan<void>();
     auto hogc = goro::make_chan<bool>(), lightc = goro::make_chan<bool>();
-    auto run = [&](int limit, std::atomic<std::int64_t>& counter,
-                   goro::chan<bool> wake) {
+    goro::wait_group wg;
+    wg.add(4);
+    // Channels by value, and main waits for all four: they outlive it
+    // otherwise (Go's garbage collector hides that in the original).
+    auto run = [&wg, done](int limit, std::atomic<std::int64_t>& counter,
+                           goro::chan<bool> wake) {
       for (;;) {
         std::optional<bool> v;
         std::size_t i =
             goro::select(goro::case_recv(done), goro::case_recv(wake, v));
-        if (i == 0) return;
+        if (i == 0) {
+          wg.done();
+          return;
+        }
         for (int k = 0; k < limit; k++)
           counter.store(counter.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
@@ -223,6 +230,7 @@ TEST(PingPongHog, CallFreeHogsShareTheP) {
     done.close();
     hogc.recv();
     lightc.recv();
+    wg.wait();
   });
   std::int64_t h = hog.load(), l = light.load();
   EXPECT_LE(h, l * 5) << h << " / " << l;
