@@ -4,8 +4,10 @@
 // mutex across call-free work lets the waiter in, Go's TestPingPongHog
 // keeps two ping-pong pairs within a factor of 5, and the control run with
 // GORO_DEBUG=asyncpreemptoff=1 starves the sleeper (so the first test can
-// fail). Under TSan async preemption is off by design: the tests skip.
+// fail), and a SIGURG handler of the program's own keeps being called.
+// Under TSan async preemption is off by design: the tests skip.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -235,6 +237,32 @@ TEST(PingPongHog, CallFreeHogsShareTheP) {
   std::int64_t h = hog.load(), l = light.load();
   EXPECT_LE(h, l * 5) << h << " / " << l;
   EXPECT_LE(l, h * 5) << h << " / " << l;
+}
+
+// A SIGURG handler the program installed before goro started (e.g. for
+// out-of-band socket data) is still called for every SIGURG, while goro
+// uses the same signal to preempt.
+std::atomic<int> user_sigurg{0};
+void on_sigurg(int) { user_sigurg.fetch_add(1); }
+
+TEST(PreemptDefault, UserSigurgHandlerStillCalled) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct sigaction sa {};
+        sa.sa_handler = on_sigurg;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGURG, &sa, nullptr);
+        std::vector<double> ms = sleeps_next_to_loop(3, 20s);
+        int before = user_sigurg.load();
+        for (int i = 0; i < 5; i++) raise(SIGURG);
+        bool ok = user_sigurg.load() == before + 5 && before > 0 &&
+                  ms.back() < 1000 &&
+                  goro::debug::read_preempt_stats().preempted > 0;
+        std::_Exit(ok ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
