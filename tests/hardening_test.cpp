@@ -173,7 +173,12 @@ TEST(HardeningErrno, PreservedAcrossBlockingWithMigration) {
     goro::go([&] {
       hog_started = true;
       errno = 4242;  // this thread's errno, if we land here later
-      busy_for(40ms);
+      {
+        // Not preempted by signal: the goroutine below must resume on
+        // this (the hog's) thread, not on its own stopped one.
+        goro::preempt_guard g;
+        busy_for(40ms);
+      }
       errno = 4242;
       wg.done();
     });

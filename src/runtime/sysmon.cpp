@@ -35,7 +35,7 @@ namespace {
 // a whole time slice runs one goroutine (or a runnext chain sharing one
 // slice) for too long; ask it to yield. Returns the number of Ps retaken
 // from syscalls, which is what resets sysmon's back-off.
-int retake(std::int64_t now, bool* long_runner) {
+int retake(std::int64_t now, std::int64_t* next_slice_end) {
   int n = 0;
   std::int64_t slice = time_slice_ns.load(std::memory_order_relaxed);
   std::int32_t np = gomaxprocs_now();
@@ -48,13 +48,16 @@ int retake(std::int64_t now, bool* long_runner) {
       if (pp->sysmon_schedtick != t) {
         pp->sysmon_schedtick = t;
         pp->sysmon_schedwhen = now;
-      } else {
-        if (s == p_running) *long_runner = true;
-        if (pp->sysmon_schedwhen + slice <= now) {
-          preemptone(pp);
-          // In a syscall, preemptone does nothing: retake the P instead.
-          sysretake = true;
-        }
+      }
+      // The goroutine running there now may still be running when its
+      // slice ends: sysmon must look again by then.
+      std::int64_t end = pp->sysmon_schedwhen + slice;
+      if (s == p_running && (*next_slice_end == 0 || end < *next_slice_end))
+        *next_slice_end = end;
+      if (end <= now) {
+        preemptone(pp);
+        // In a syscall, preemptone does nothing: retake the P instead.
+        sysretake = true;
       }
     }
     if (s != p_syscall) continue;
@@ -105,7 +108,9 @@ void* sysmon(void*) {
   std::int64_t lastscavenge = nanotime();
   int idle = 0;  // rounds in which sysmon found nothing to do
   std::int64_t delay = 0;
-  bool long_runner = false;  // retake saw a P run one goroutine across a tick
+  // The earliest end of a slice of a goroutine that retake saw running
+  // across two looks; 0: none.
+  std::int64_t next_slice_end = 0;
   for (;;) {
     // Go's back-off: 20 us, doubling after 1 ms of idling, up to 10 ms.
     if (idle == 0)
@@ -113,16 +118,22 @@ void* sysmon(void*) {
     else if (idle > 50)
       delay *= 2;
     if (delay > 10 * 1000) delay = 10 * 1000;
-    // A goroutine has been running since the last look: wake at least four
-    // times per time slice, so it is preempted within 1.25 slices of
-    // starting (Go's back-off alone lets it run up to two slices: with
-    // 10 ms that is what puts Go's ticker p99 at 26-40 ms next to hogs).
-    if (long_runner) {
-      std::int64_t cap = time_slice_ns.load(std::memory_order_relaxed) / 4000;
+    // While any P runs goroutines: wake when the earliest slice ends, and
+    // at least ten times per slice (a goroutine that starts after a look
+    // is only seen at the next one: it is preempted within 1.1 slices of
+    // starting). Go's back-off alone lets a goroutine run up to two slices:
+    // with 10 ms that is what puts Go's ticker p99 at 26-40 ms next to
+    // call-free hogs, as a P's timers only run when its goroutine yields.
+    // The price: up to 1000 wake-ups a second (10 ms slice) while busy.
+    std::int64_t sleep_us = delay;
+    if (next_slice_end != 0) {
+      std::int64_t cap = time_slice_ns.load(std::memory_order_relaxed) / 10000;
+      std::int64_t until = (next_slice_end - nanotime()) / 1000;
+      if (until < cap) cap = until;
       if (cap < 20) cap = 20;
-      if (delay > cap) delay = cap;
+      if (sleep_us > cap) sleep_us = cap;
     }
-    usleep(useconds_t(delay));
+    usleep(useconds_t(sleep_us));
     sigquit_check();
     std::int64_t now = nanotime();
     if (debug.schedtrace <= 0 && sched.npidle.load() == gomaxprocs_now()) {
@@ -183,8 +194,8 @@ void* sysmon(void*) {
         }
       }
     }
-    long_runner = false;
-    if (retake(now, &long_runner) != 0)
+    next_slice_end = 0;
+    if (retake(now, &next_slice_end) != 0)
       idle = 0;
     else
       idle++;
