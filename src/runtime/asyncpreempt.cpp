@@ -547,13 +547,14 @@ preempt_stats read_preempt_stats() {
 namespace {
 // Objects whose code is never made preemptible: their state is shared by
 // every goroutine on a thread (malloc arenas, stdio, the loader, the
-// unwinder), so a goroutine interrupted inside them could block or corrupt
-// the next one.
+// unwinder, a sanitizer's runtime), so a goroutine interrupted inside them
+// could block or corrupt the next one.
 bool system_object(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   for (const char* n :
        {"libc.so", "libc-", "ld-linux", "libstdc++", "libgcc_s", "libm.so",
-        "libpthread", "libdl.so", "librt.so", "linux-vdso", "libgoro"})
+        "libpthread", "libdl.so", "librt.so", "linux-vdso", "libgoro",
+        "libasan", "libtsan", "libubsan", "liblsan", "libhwasan"})
     if (base.rfind(n, 0) == 0) return true;
   return false;
 }
