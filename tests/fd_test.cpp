@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <goro/chan.hpp>
 #include <goro/goro.hpp>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -189,6 +191,28 @@ TEST(Fd, PlainThreadBlocksUntilGoroutineWrites) {
   EXPECT_EQ(p.r.read(&c, 1), 1u);
   EXPECT_EQ(c, 'z');
   writer.join();
+}
+
+// The owner destroys its goro::fd as soon as the data arrived, while the
+// writing goroutine may still be returning from write() (releasing its
+// lock on the descriptor's state): the state must outlive that (a
+// use-after-free under TSan/ASan before the state's memory was counted).
+TEST(Fd, DestroyedWhileAnOperationIsReturning) {
+  goro::run([] {
+    for (int i = 0; i < 300; i++) {
+      auto p = std::make_unique<pipe_pair>();
+      goro::chan<void> done = goro::make_chan<void>(1);
+      goro::fd* w = &p->w;
+      goro::go([w, done]() mutable {
+        w->write("z", 1);
+        done.send();
+      });
+      char c = 0;
+      EXPECT_EQ(p->r.read(&c, 1), 1u);
+      p.reset();  // the writer may still be inside write() (not using *w)
+      done.recv();
+    }
+  });
 }
 
 TEST(Fd, PlainThreadReadDeadline) {

@@ -46,7 +46,19 @@ void destroy(fd_state* s) {
 fd_state* state_of(goro::fd& f) { return f.s_; }
 
 void fd_decref(fd_state* s) {
-  if (s->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(s);
+  std::uint32_t v = s->refs.fetch_sub(1, std::memory_order_acq_rel) - 1;
+  if ((v & ~fd_state::handle_ref) == 0) {
+    destroy(s);
+    if (v == 0) delete s;  // the goro::fd is gone too
+  }
+}
+
+// The goro::fd object is going away: the memory goes with the last
+// reference (now, or when the last operation returns).
+void fd_drop_handle(fd_state* s) {
+  if (s->refs.fetch_sub(fd_state::handle_ref, std::memory_order_acq_rel) ==
+      fd_state::handle_ref)
+    delete s;
 }
 
 fd_ref::fd_ref(fd_state* s) : s_(s) {
@@ -54,7 +66,7 @@ fd_ref::fd_ref(fd_state* s) : s_(s) {
   // Never from 0: the descriptor is gone once the count reached it.
   std::uint32_t r = s->refs.load(std::memory_order_relaxed);
   do {
-    if (r == 0) throw closed_error();
+    if ((r & ~fd_state::handle_ref) == 0) throw closed_error();
   } while (!s->refs.compare_exchange_weak(r, r + 1, std::memory_order_acquire));
   if (s->closing.load(std::memory_order_acquire)) {
     fd_decref(s);
@@ -141,7 +153,7 @@ fd::fd(fd&& other) noexcept : s_(other.s_) { other.s_ = nullptr; }
 fd& fd::operator=(fd&& other) noexcept {
   if (this != &other) {
     close();
-    delete s_;
+    if (s_ != nullptr) detail::fd_drop_handle(s_);
     s_ = other.s_;
     other.s_ = nullptr;
   }
@@ -150,7 +162,7 @@ fd& fd::operator=(fd&& other) noexcept {
 
 fd::~fd() {
   close();
-  delete s_;
+  if (s_ != nullptr) detail::fd_drop_handle(s_);
 }
 
 int fd::get() const noexcept {

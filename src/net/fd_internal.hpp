@@ -39,9 +39,14 @@ struct fd_state {
   std::atomic<bool> drained{false};
   bool released = false;  // release(): unregister without closing
   std::atomic<bool> closing{false};
-  // One for the open descriptor plus one per operation in progress; the
-  // last one unregisters and closes it.
-  std::atomic<std::uint32_t> refs{1};
+  // One for the open descriptor plus one per operation in progress (the
+  // low bits; the last one unregisters and closes the descriptor), plus
+  // handle_ref while the goro::fd object exists: the state's memory goes
+  // when the whole word reaches zero, so an operation that is still
+  // returning (unlocking rmu/wmu) when the owner destroys its goro::fd
+  // does not touch freed memory.
+  static constexpr std::uint32_t handle_ref = 1u << 31;
+  std::atomic<std::uint32_t> refs{handle_ref + 1};
   // One reader and one writer at a time (Go's fdMutex read and write
   // locks): a poll slot holds one waiter, and a second operation's prepare
   // step would overwrite the first one parked there. goro::mutex parks
@@ -80,6 +85,7 @@ class fd_io {
 };
 
 void fd_decref(fd_state* s);
+void fd_drop_handle(fd_state* s);
 // Throws the error that stops an operation in `mode` ('r' or 'w'), else
 // clears a stale readiness before the syscall.
 void fd_prepare(fd_state* s, int mode, const char* what);
