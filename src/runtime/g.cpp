@@ -10,8 +10,12 @@ namespace goro::rt {
 
 namespace {
 mutex allglock{lock_rank::allg};
-G* allgs = nullptr;
 }  // namespace
+
+// Head of allgs, newest first through G.alllink. Defined in debuginfo.cpp,
+// beside the table debuggers read it through, so that any program that
+// creates goroutines links that table too (even from libgoro.a).
+extern G* allgs;
 
 void badgstatus(G* gp, std::uint32_t old, std::uint32_t from,
                 std::uint32_t to) {
