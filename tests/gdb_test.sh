@@ -1,5 +1,5 @@
 #!/bin/sh
-# gdb_test.sh TARGET EXTENSION WORKDIR: the gdb extension (goro-gdb.py) in
+# gdb_test.sh TARGET EXTENSION WORKDIR [SANITIZER]: the gdb extension (goro-gdb.py) in
 # batch mode.
 #  1. Live: gdb runs gdb_target, which parks goroutines on a channel, a
 #     goro::mutex, a sleep and a select and stops itself (SIGSTOP); the
@@ -9,6 +9,8 @@
 #     same checks on the core file, with the program as built (DWARF) and
 #     with a copy stripped of its debug info (the extension then works from
 #     goro_debug_layout and the symbol table alone).
+# Sanitizer builds run only the live part: gcore would write out the
+# sanitizer's shadow memory (an ASan core ran to 30 GB).
 # Exit 77 (ctest: skipped) with the reason when gdb, its Python support or
 # ptrace is missing. Every gdb run is bounded (60 s); the core file is
 # written to WORKDIR and removed.
@@ -16,6 +18,7 @@ set -u
 target=$1
 ext=$2
 work=$3
+sanitizer=${4:-}
 core="$work/gdb_target.core.$$"
 nodebug="$work/gdb_target.nodebug.$$"
 trap 'rm -f "$core" "$nodebug"' EXIT INT TERM
@@ -94,6 +97,27 @@ fi
 echo "$ready"
 check_all live "$out"
 [ $fail -eq 0 ] || printf '%s\n' "--- live output:" "$out"
+# 1b. One P: the busy loop was preempted by signal and is runnable; its
+# backtrace starts from the signal-saved context (not under TSan, which
+# has no signal preemption).
+if [ "$sanitizer" != thread ]; then
+  out=$(timeout 60 gdb -batch -nx -ex run -ex "source $ext" \
+    -ex "info goroutines" \
+    -ex 'eval "goroutine %lu bt", (unsigned long)gdb_target_goid_loop' \
+    -ex kill --args "$target" 1p 2>&1)
+  r1=$(printf '%s\n' "$out" | grep 'gdb_target ready')
+  lid=$(printf '%s\n' "$r1" | sed -n 's/.* loop=\([0-9]*\).*/\1/p')
+  f0=$fail
+  check "preempted: info goroutines: $lid runnable at gdb_target_busy_loop" \
+    "$out" "^  $lid +runnable +- +gdb_target_busy_loop"
+  check "preempted: goroutine $lid bt names gdb_target_busy_loop" "$out" \
+    "^#0 +0x[0-9a-f]+ in gdb_target_busy_loop"
+  [ $fail -eq $f0 ] || printf '%s\n' "--- preempted output:" "$out"
+fi
+if [ -n "$sanitizer" ]; then
+  echo "core file part skipped: $sanitizer sanitizer build (its shadow memory would be dumped)"
+  exit $fail
+fi
 
 # 2. A core file of the same program. gcore cannot read stack chunks whose
 # guard pages are madvise(MADV_GUARD_INSTALL) guards (it reads 1 MiB at a

@@ -57,6 +57,9 @@ static_assert(sizeof(G::sched_sp) == 8 && sizeof(G::gopc) == 8);
 
 extern "C" {
 
+// asyncpreempt_amd64.S: where a signal-preempted goroutine resumes.
+void goro_async_resume();
+
 struct goro_debug_entry {
   const char* name;
   std::uint64_t value;
@@ -113,6 +116,31 @@ GORO_DEBUGGER_TABLE extern const goro_debug_entry goro_debug_layout[] = {
     {"frame.rbx", 40},
     {"frame.rbp", 48},
     {"frame.ret", 56},
+    // A goroutine preempted by signal (asyncpreempt.cpp) saved a frame
+    // whose return address is goro_async_resume+1 and whose rbx points at
+    // its async_ctx: rax, rbx, rcx, rdx, rsi, rbp, r8-r15 at 0-104, then
+    // the address S-152 of three slots (rdi, rflags, rip), S being the
+    // interrupted stack pointer (the offsets asyncpreempt_amd64.S uses).
+    {"async.resume_pc",
+     reinterpret_cast<std::uintptr_t>(&goro_async_resume) + 1},
+    {"async.rax", 0},
+    {"async.rbx", 8},
+    {"async.rcx", 16},
+    {"async.rdx", 24},
+    {"async.rsi", 32},
+    {"async.rbp", 40},
+    {"async.r8", 48},
+    {"async.r9", 56},
+    {"async.r10", 64},
+    {"async.r11", 72},
+    {"async.r12", 80},
+    {"async.r13", 88},
+    {"async.r14", 96},
+    {"async.r15", 104},
+    {"async.slots", 112},
+    {"async.slot_rdi", 0},
+    {"async.slot_rip", 16},
+    {"async.slots_to_sp", 152},
     {nullptr, 0},
 };
 

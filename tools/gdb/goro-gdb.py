@@ -34,11 +34,13 @@ import struct
 import gdb
 import gdb.unwinder
 
-_HIDDEN_PREFIXES = ("goro::", "goro_", "std::")
+_HIDDEN_PREFIXES = ("goro::", "goro_", "std::", "__interceptor_",
+                    "__sanitizer", "__tsan", "__asan", "__ubsan")
 
 
 _SYSTEM_LIBS = ("libc.", "libc-", "libpthread", "libstdc++", "libgcc_s",
-                "ld-linux", "libm.", "libgoro.")
+                "ld-linux", "libm.", "libgoro.", "libasan", "libtsan",
+                "libubsan", "liblsan")
 
 
 def _hidden(frame):
@@ -202,6 +204,25 @@ class _SavedContextUnwinder(gdb.unwinder.Unwinder):
         info = pending_frame.create_unwind_info(
             _FrameId(gdb.Value(0).cast(_ulong()), pc)
         )
+        ret = lay.u64(sp + v["frame.ret"])
+        if ret == v.get("async.resume_pc"):
+            # Preempted by signal: the caller is the interrupted code, with
+            # every register saved in the async_ctx that rbx points at.
+            ctx = lay.u64(sp + v["frame.rbx"])
+            slots = lay.u64(ctx + v["async.slots"])
+
+            def at(addr):
+                return gdb.Value(lay.u64(addr)).cast(_ulong())
+
+            info.add_saved_register("rip", at(slots + v["async.slot_rip"]))
+            info.add_saved_register("rdi", at(slots + v["async.slot_rdi"]))
+            info.add_saved_register(
+                "rsp", gdb.Value(slots + v["async.slots_to_sp"]).cast(_ulong())
+            )
+            for reg in ("rax", "rbx", "rcx", "rdx", "rsi", "rbp", "r8", "r9",
+                        "r10", "r11", "r12", "r13", "r14", "r15"):
+                info.add_saved_register(reg, at(ctx + v["async." + reg]))
+            return info
         info.add_saved_register("rip", slot("frame.ret"))
         info.add_saved_register("rsp", gdb.Value(sp + v["frame.size"]).cast(_ulong()))
         for reg in ("rbp", "rbx", "r12", "r13", "r14", "r15"):
@@ -338,7 +359,7 @@ innermost frame outside goro's runtime), the function that created it.
             try:
                 if g.on_thread() or g.parked():
                     with _InGoroutine(lay, g) as first:
-                        frames = _frames(first)
+                        frames = _frames(first, 64)
                         user = [f for f in frames if not _hidden(f)]
                         where = _where(user[0] if user else frames[0])
                 else:
