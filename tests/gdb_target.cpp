@@ -52,7 +52,10 @@ __attribute__((noinline)) void gdb_target_busy_loop(
     std::atomic<std::uint64_t>* started) {
   std::uint64_t x = 1;
   started->store(1);
-  while (!gdb_target_stop_loop.load(std::memory_order_relaxed)) {
+  // The builtin, not std::atomic::load: an -O0 build calls that out of
+  // line, and the preempted frame #0 would be the load.
+  while (!__atomic_load_n(reinterpret_cast<bool*>(&gdb_target_stop_loop),
+                          __ATOMIC_RELAXED)) {
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
 #ifdef GORO_TSAN
     // No signal preemption under TSan: a call-free loop would keep the

@@ -28,7 +28,8 @@ extern "C" __attribute__((section("goro_test_marked"), noinline, used))
 std::uint64_t
 marked_spin(const std::atomic<bool>* stop) {
   std::uint64_t x = 1;
-  while (!stop->load(std::memory_order_relaxed))
+  while (
+      !__atomic_load_n(reinterpret_cast<const bool*>(stop), __ATOMIC_RELAXED))
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
   return x;
 }
@@ -41,7 +42,9 @@ using clk = std::chrono::steady_clock;
 __attribute__((noinline)) std::uint64_t exe_spin(
     const std::atomic<bool>* stop) {
   std::uint64_t x = 1;
-  while (!stop->load(std::memory_order_relaxed)) x = x * 3 + 1;
+  while (
+      !__atomic_load_n(reinterpret_cast<const bool*>(stop), __ATOMIC_RELAXED))
+    x = x * 3 + 1;
   return x;
 }
 

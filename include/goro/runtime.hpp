@@ -122,8 +122,11 @@ auto bind_call(F&& f, Args&&... args) {
 // Starts `fn(args...)` as a new goroutine. The arguments are copied or moved
 // into the goroutine (like std::thread). Callable from goroutines and from
 // plain threads; a plain thread's first call starts the runtime.
+// (Always inlined, also in -O0 builds: the spawn's return address, which
+// goroutine dumps print as "created by", is then in the caller.)
 template <class F, class... Args>
-void go(const go_options& opt, F&& fn, Args&&... args) {
+[[gnu::always_inline]] inline void go(const go_options& opt, F&& fn,
+                                      Args&&... args) {
   using Fn = std::decay_t<decltype(detail::bind_call(
       std::forward<F>(fn), std::forward<Args>(args)...))>;
   using C = detail::closure<Fn>;
@@ -141,7 +144,7 @@ void go(const go_options& opt, F&& fn, Args&&... args) {
 
 template <class F, class... Args>
   requires(!std::is_same_v<std::decay_t<F>, go_options>)
-void go(F&& fn, Args&&... args) {
+[[gnu::always_inline]] inline void go(F&& fn, Args&&... args) {
   go(go_options{}, std::forward<F>(fn), std::forward<Args>(args)...);
 }
 

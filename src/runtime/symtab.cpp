@@ -127,8 +127,13 @@ object_syms* find_object(std::uintptr_t pc) {
 }
 
 std::string demangle(const std::string& name) {
+  // goro's private copies of inline functions and templates in the static
+  // library (cmake/goro_text.cmake) carry this prefix.
+  constexpr const char* priv = "goro.private.";
+  std::size_t skip = name.rfind(priv, 0) == 0 ? std::strlen(priv) : 0;
   int status = 0;
-  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  char* d = abi::__cxa_demangle(name.c_str() + skip, nullptr, nullptr, &status);
+  if (d == nullptr && skip != 0) return name.substr(skip);
   if (d == nullptr) return name;
   std::string out(d);
   std::free(d);

@@ -29,14 +29,21 @@
 #
 # Loaded twice (auto-load and `source`), it replaces its earlier commands.
 
+import re
 import struct
 
 import gdb
 import gdb.unwinder
 
-_HIDDEN_PREFIXES = ("goro::", "goro_", "std::", "__interceptor_",
+# "goro.private.": goro's own copies of inline functions and templates in
+# the static library (cmake/goro_text.cmake renames them).
+_HIDDEN_PREFIXES = ("goro::", "goro_", "goro.private.", "std::",
+                    "__interceptor_",
                     "__sanitizer", "__tsan", "__asan", "__ubsan")
 
+
+_RETURN_TYPE = re.compile(r"^(?:(?:unsigned|signed|const|long|short) )*"
+                          r"[\w:]+[ *&]+")
 
 _SYSTEM_LIBS = ("libc.", "libc-", "libpthread", "libstdc++", "libgcc_s",
                 "ld-linux", "libm.", "libgoro.", "libasan", "libtsan",
@@ -56,6 +63,11 @@ def _hidden(frame):
     if name.startswith("goro::detail::closure<"):
         return False
     if name.startswith(_HIDDEN_PREFIXES):
+        return True
+    # A function template's demangled name starts with its return type
+    # ("unsigned long goro::select<...>(...)").
+    m = _RETURN_TYPE.match(name)
+    if m and name[m.end():].startswith(_HIDDEN_PREFIXES):
         return True
     lib = gdb.solib_name(frame.pc())
     return lib is not None and lib.rsplit("/", 1)[-1].startswith(_SYSTEM_LIBS)
