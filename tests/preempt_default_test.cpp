@@ -21,6 +21,7 @@
 #include <goro/sync.hpp>
 #include <goro/time.hpp>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -237,6 +238,37 @@ TEST(PingPongHog, CallFreeHogsShareTheP) {
   std::int64_t h = hog.load(), l = light.load();
   EXPECT_LE(h, l * 5) << h << " / " << l;
   EXPECT_LE(l, h * 5) << h << " / " << l;
+}
+
+// The time slice: set at start (options, GORO_TIMESLICE) or at run time;
+// bad values are refused with a clear error.
+TEST(PreemptDefault, TimeSliceSettings) {
+  EXPECT_THROW(goro::debug::set_time_slice(10us), std::invalid_argument);
+  EXPECT_THROW(goro::debug::set_time_slice(11s), std::invalid_argument);
+  auto prev = goro::debug::set_time_slice(2ms);
+  EXPECT_EQ(goro::debug::set_time_slice(prev), 2ms);
+  goro::options bad;
+  bad.time_slice = 50us;
+  EXPECT_THROW(goro::run(bad, [] {}), std::invalid_argument);
+}
+
+// GORO_TIMESLICE, read when the runtime starts (in a child each).
+TEST(PreemptDefault, TimeSliceEnvironment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_TIMESLICE", "3 ms", 1);
+        goro::run([] {});
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(2), "GORO_TIMESLICE=3 ms: not a duration");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_TIMESLICE", "1ms", 1);
+        goro::run([] {});
+        std::_Exit(goro::debug::set_time_slice(5ms) == 1ms ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // A SIGURG handler the program installed before goro started (e.g. for

@@ -1,6 +1,7 @@
 // debug.hpp: scheduler statistics for demos and diagnostics.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +37,11 @@ mem_stats read_mem_stats();
 // which async_preempt_enabled() then shows.
 bool set_async_preempt(bool on);
 bool async_preempt_enabled();
+
+// Sets the time slice (goro::options::time_slice) while the runtime runs,
+// starting it if needed; returns the previous one. 100us to 10s, else
+// std::invalid_argument.
+std::chrono::nanoseconds set_time_slice(std::chrono::nanoseconds d);
 
 // More preemptible code. Only the main executable's code is interrupted by
 // default (GORO_DEBUG=asyncpreemptmain=0: not even that, only what is

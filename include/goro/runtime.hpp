@@ -62,7 +62,8 @@ struct options {
   // 0: the GORO_TIMESLICE environment variable (a number and a unit, ns,
   // us, ms or s, e.g. 1ms; malformed or out of range is a fatal error,
   // exit 2), else 10 ms. Otherwise 100us to 10s: other values throw
-  // std::invalid_argument. Can be changed while the runtime runs.
+  // std::invalid_argument. Can be changed while the runtime runs
+  // (goro::debug::set_time_slice).
   std::chrono::nanoseconds time_slice{0};
 };
 

@@ -45,6 +45,7 @@
 #include "runtime/oslock.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
+#include "runtime/preempt.hpp"
 #include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
@@ -531,6 +532,14 @@ bool set_async_preempt(bool on) {
   // been applied.
   goro::detail::ensure_started(nullptr);
   return rt::asyncpreempt_set(on);
+}
+
+std::chrono::nanoseconds set_time_slice(std::chrono::nanoseconds d) {
+  if (const char* why = rt::time_slice_problem(d.count()))
+    throw std::invalid_argument("goro::debug::set_time_slice(" +
+                                std::to_string(d.count()) + "ns): " + why);
+  goro::detail::ensure_started(nullptr);
+  return std::chrono::nanoseconds(rt::time_slice_ns.exchange(d.count()));
 }
 
 bool async_preempt_enabled() {

@@ -1,0 +1,57 @@
+// Twin of bench/preempt_bench.cpp: a 1 ms ticker next to call-free hogs at
+// GOMAXPROCS 2. Go has no time-slice setting: the _1ms workloads run Go's
+// default 10 ms slice.
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"sync/atomic"
+	"time"
+)
+
+func init() {
+	register("ticker_late_2hogs", "1 ms ticker next to 2 call-free hogs at gomaxprocs 2, 1000 ticks; p99 lateness ms", nil, func() { tickerLate("ticker_late_2hogs", 2) })
+	register("ticker_late_4hogs", "1 ms ticker next to 4 call-free hogs at gomaxprocs 2, 1000 ticks; p99 lateness ms", nil, func() { tickerLate("ticker_late_4hogs", 4) })
+	register("ticker_late_2hogs_1ms", "ticker_late_2hogs with a 1 ms time slice in goro (Go: its default); p99 lateness ms", nil, func() { tickerLate("ticker_late_2hogs_1ms", 2) })
+	register("ticker_late_4hogs_1ms", "ticker_late_4hogs with a 1 ms time slice in goro (Go: its default); p99 lateness ms", nil, func() { tickerLate("ticker_late_4hogs_1ms", 4) })
+}
+
+//go:noinline
+func hogLoop(stop *int32) uint64 {
+	x := uint64(1)
+	for atomic.LoadInt32(stop) == 0 {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	return x
+}
+
+func tickerLate(name string, hogs int) {
+	prev := runtime.GOMAXPROCS(2)
+	var stop int32
+	done := make(chan struct{}, hogs)
+	for i := 0; i < hogs; i++ {
+		go func() { hogLoop(&stop); done <- struct{}{} }()
+	}
+	const ticks = 1000
+	late := make([]float64, 0, ticks)
+	t := time.NewTicker(time.Millisecond)
+	last := time.Now()
+	for i := 0; i < ticks; i++ {
+		<-t.C
+		now := time.Now()
+		late = append(late, float64(now.Sub(last).Nanoseconds())/1e6-1)
+		last = now
+	}
+	t.Stop()
+	atomic.StoreInt32(&stop, 1)
+	for i := 0; i < hogs; i++ {
+		<-done
+	}
+	runtime.GOMAXPROCS(prev)
+	sort.Float64s(late)
+	fmt.Printf("# p50 %.2f ms, max %.2f ms\n", late[ticks/2], late[ticks-1])
+	check(name, ticks)
+	result(name, late[ticks*99/100], "ms")
+}

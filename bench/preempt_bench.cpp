@@ -1,0 +1,104 @@
+// preempt_bench.cpp: how late a 1 ms ticker's ticks arrive while call-free
+// hogs keep every P busy (issue 10's benchmark). Twin: bench/go/preempt.go.
+//
+// gomaxprocs 2 (set by the workload), `hogs` goroutines spinning on a
+// relaxed flag, and main receiving 1000 ticks of a 1 ms ticker. A tick's
+// lateness is the gap since the previous one minus the period: a P's
+// timers only run when its goroutine yields, so it measures how soon a
+// call-free loop is preempted. Metric: the p99 in ms (p50 and max as '#').
+// The _1ms variants run goro with a 1 ms time slice (Go has no such knob:
+// its twin runs Go's default 10 ms).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <goro/chan.hpp>
+#include <goro/debug.hpp>
+#include <goro/runtime.hpp>
+#include <goro/time.hpp>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+
+namespace {
+
+__attribute__((noinline)) std::uint64_t hog(const std::atomic<bool>* stop) {
+  std::uint64_t x = 1;
+  while (
+      !__atomic_load_n(reinterpret_cast<const bool*>(stop), __ATOMIC_RELAXED))
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  return x;
+}
+
+void ticker_late(const char* name, int hogs, bool short_slice) {
+  using clk = std::chrono::steady_clock;
+  int prev_procs = goro::gomaxprocs(2);
+  auto prev_slice =
+      goro::debug::set_time_slice(short_slice ? std::chrono::milliseconds(1)
+                                              : std::chrono::milliseconds(10));
+  std::atomic<bool> stop{false};
+  goro::chan<void> done = goro::make_chan<void>(std::size_t(hogs));
+  for (int i = 0; i < hogs; i++)
+    goro::go([&stop, done]() mutable {
+      hog(&stop);
+      done.send();
+    });
+  constexpr int ticks = 1000;
+  std::vector<double> late;
+  late.reserve(ticks);
+  {
+    goro::ticker t(std::chrono::milliseconds(1));
+    auto prev = clk::now();
+    for (int i = 0; i < ticks; i++) {
+      t.c.recv();
+      auto now = clk::now();
+      late.push_back(
+          std::chrono::duration<double, std::milli>(now - prev).count() - 1.0);
+      prev = now;
+    }
+    t.stop();
+  }
+  stop.store(true);
+  for (int i = 0; i < hogs; i++) done.recv();
+  goro::debug::set_time_slice(prev_slice);
+  goro::gomaxprocs(prev_procs);
+  std::sort(late.begin(), late.end());
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "p50 %.2f ms, max %.2f ms", late[ticks / 2],
+                late.back());
+  gorobench::note(buf);
+  gorobench::check(name, std::uint64_t(ticks));
+  gorobench::result(name, late[ticks * 99 / 100], "ms");
+}
+
+}  // namespace
+
+GOROBENCH_WORKLOAD(ticker_late_2hogs,
+                   "1 ms ticker next to 2 call-free hogs at gomaxprocs 2, "
+                   "1000 ticks; p99 lateness ms",
+                   "") {
+  ticker_late("ticker_late_2hogs", 2, false);
+}
+
+GOROBENCH_WORKLOAD(ticker_late_4hogs,
+                   "1 ms ticker next to 4 call-free hogs at gomaxprocs 2, "
+                   "1000 ticks; p99 lateness ms",
+                   "") {
+  ticker_late("ticker_late_4hogs", 4, false);
+}
+
+GOROBENCH_WORKLOAD(ticker_late_2hogs_1ms,
+                   "ticker_late_2hogs with a 1 ms time slice in goro (Go: "
+                   "its default); p99 lateness ms",
+                   "") {
+  ticker_late("ticker_late_2hogs_1ms", 2, true);
+}
+
+GOROBENCH_WORKLOAD(ticker_late_4hogs_1ms,
+                   "ticker_late_4hogs with a 1 ms time slice in goro (Go: "
+                   "its default); p99 lateness ms",
+                   "") {
+  ticker_late("ticker_late_4hogs_1ms", 4, true);
+}
