@@ -6,6 +6,7 @@
 // the interposition works differently in each.
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <goro/time.hpp>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 
 #if defined(__has_feature)
@@ -195,6 +197,59 @@ TEST(OsLock, LongCriticalSectionIsPreemptedAtItsUnlock) {
   EXPECT_EQ(seen_by_sleeper, 2);
   EXPECT_GT(after.deferred_oslock, before.deferred_oslock);
   EXPECT_GT(after.preempted_at_unlock, before.preempted_at_unlock);
+}
+
+// Issue 11's report: a goroutine that parks (here: sleeps) while it holds
+// a std::mutex is reported with its stack, once per stack.
+__attribute__((noinline)) void sleeps_holding_a_std_mutex(std::mutex& m) {
+  std::lock_guard<std::mutex> lk(m);
+  goro::sleep(1ms);
+}
+
+TEST(OsLockPark, ReportedOncePerStack) {
+  SKIP_UNDER_TSAN();
+  std::string err;
+  testing::internal::CaptureStderr();
+  goro::run([] {
+    std::mutex m;
+    volatile int n = 3;  // one call site: no unrolled copies
+    for (int i = 0; i < n; i++) sleeps_holding_a_std_mutex(m);
+  });
+  err = testing::internal::GetCapturedStderr();
+  std::size_t first = err.find("while holding 1 OS lock");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("while holding 1 OS lock", first + 1), std::string::npos)
+      << "reported more than once:\n"
+      << err;
+  EXPECT_NE(err.find("[sleep]"), std::string::npos) << err;
+  EXPECT_NE(err.find("sleeps_holding_a_std_mutex"), std::string::npos) << err;
+}
+
+TEST(OsLockPark, FatalUnderOslockpark2AndSilentUnder0) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "oslockpark=2", 1);
+        goro::run([] {
+          std::mutex m;
+          sleeps_holding_a_std_mutex(m);
+        });
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(2),
+      "fatal error: goroutine parked while holding an OS lock");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "oslockpark=0", 1);
+        goro::run([] {
+          std::mutex m;
+          sleeps_holding_a_std_mutex(m);
+        });
+        std::fprintf(stderr, "done\n");
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "^done\n$");
 }
 
 }  // namespace

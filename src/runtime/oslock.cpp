@@ -42,11 +42,51 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
+#include "runtime/panic.hpp"
+#include "runtime/proc.hpp"
 #include "runtime/san.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/traceback.hpp"
+
+namespace goro::rt {
+
+void oslock_park_report(G* gp, int reason) {
+  if (debug.oslockpark <= 0) return;
+  std::string trace = goroutine_trace(gp);
+  static std::mutex mu;
+  static std::unordered_set<std::string>* seen =
+      new std::unordered_set<std::string>;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (debug.oslockpark == 1 && !seen->insert(trace).second) return;
+  }
+  char head[320];
+  std::snprintf(
+      head, sizeof head,
+      "goro: goroutine %llu parks [%s] while holding %d OS lock(s) (a "
+      "std::mutex or other pthread lock): the unlock may run on another "
+      "thread, and a goroutine on this thread taking the same lock blocks "
+      "it for good. Use goro::mutex across blocking operations.\n",
+      static_cast<unsigned long long>(gp->goid),
+      wait_reason_string(static_cast<wait_reason>(reason)),
+      int(gp->oslocks.load(std::memory_order_relaxed)));
+  std::fputs(head, stderr);
+  std::fputs(trace.c_str(), stderr);
+  std::fputs("\n", stderr);
+  std::fflush(stderr);
+  if (debug.oslockpark >= 2)
+    fatal(
+        "goroutine parked while holding an OS lock (GORO_DEBUG=oslockpark=2)");
+}
+
+}  // namespace goro::rt
 
 #ifndef GORO_HAVE_TSAN
 

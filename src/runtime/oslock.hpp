@@ -25,4 +25,12 @@ bool oslock_counting();
 // address, which must be in preemptible code.
 void oslock_preempt_point(G* gp, void* ra);
 
+// gopark's check: gp is about to park holding OS locks. Its unlock may then
+// run on another thread (an error for error-checking and robust mutexes,
+// undefined for std::mutex), and a goroutine scheduled on this thread that
+// takes the same lock blocks the thread for good. Reported with the
+// goroutine's stack, once per distinct stack (GORO_DEBUG=oslockpark=1, the
+// default), or fatal (oslockpark=2).
+void oslock_park_report(G* gp, int reason);
+
 }  // namespace goro::rt

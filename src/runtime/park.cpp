@@ -8,6 +8,7 @@
 #include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/oslock.hpp"
 #include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
@@ -146,6 +147,8 @@ void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
   // Inside a goro::blocking region park_m leaves the syscall state on g0,
   // after unlockf released the caller's lock; re-enter it on resuming.
   bool in_syscall = readgstatus(gp) == g_syscall;
+  if (gp->oslocks.load(std::memory_order_relaxed) > 0)
+    oslock_park_report(gp, int(reason));
   mp->waitunlockf = unlockf;
   mp->waitlock = lock;
   gp->waitreason = reason;

@@ -67,6 +67,7 @@ void parse_debug() {
       if (k == "asyncpreemptsig") debug.asyncpreemptsig = v;
       if (k == "asyncpreemptmain") debug.asyncpreemptmain = v;
       if (k == "asyncpreemptmigrate") debug.asyncpreemptmigrate = v;
+      if (k == "oslockpark") debug.oslockpark = v;
     }
     pos = end + 1;
   }

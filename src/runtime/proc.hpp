@@ -23,6 +23,9 @@ struct debug_vars {
   int asyncpreemptsig = 0;      // the preemption signal; 0: SIGURG
   int asyncpreemptmain = 1;     // 0: the main executable is not preemptible
   int asyncpreemptmigrate = 0;  // 1: no pin after a signal preemption
+  // A goroutine parking while it holds an OS lock: 0 silent, 1 reported
+  // once per stack, 2 fatal.
+  int oslockpark = 1;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;
