@@ -271,6 +271,55 @@ TEST(PreemptDefault, TimeSliceEnvironment) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// Issue 11's report of a goroutine that runs without a safe point past
+// GORO_DEBUG=longrunning (100 ms by default): once per run, saying why it
+// was not preempted. Here a preempt_guard keeps a loop going for 300 ms.
+void guarded_spin(std::chrono::milliseconds d) {
+  goro::preempt_guard g;
+  auto until = clk::now() + d;
+  while (clk::now() < until) {
+  }
+}
+
+TEST(PreemptDefault, LongRunningGoroutineIsReportedOnce) {
+  SKIP_UNDER_TSAN();
+  testing::internal::CaptureStderr();
+  goro::run(procs(2), [] {
+    goro::chan<void> done = goro::make_chan<void>();
+    goro::go([done]() mutable {
+      guarded_spin(300ms);
+      done.close();
+    });
+    done.recv();
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  std::size_t first = err.find("without a safe point");
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find("without a safe point", first + 1), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("preempt_guard"), std::string::npos) << err;
+}
+
+TEST(PreemptDefault, LongRunningReportOff) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "longrunning=0", 1);
+        goro::run(procs(2), [] {
+          goro::chan<void> d = goro::make_chan<void>();
+          goro::go([d]() mutable {
+            guarded_spin(200ms);
+            d.close();
+          });
+          d.recv();
+        });
+        std::fprintf(stderr, "done\n");
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "^done\n$");
+}
+
 // A SIGURG handler the program installed before goro started (e.g. for
 // out-of-band socket data) is still called for every SIGURG, while goro
 // uses the same signal to preempt.

@@ -249,18 +249,23 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
   G* gp = mp->curg.load(std::memory_order_relaxed);
   if (gp == nullptr || !gp->preempt.load(std::memory_order_relaxed)) return;
   if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
+  greg_t* r = uc->uc_mcontext.gregs;
+  std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
+  mp->sig_pc.store(pc, std::memory_order_relaxed);
   if (mp->locks != 0 || mp->p == nullptr ||
-      gp->preempt_off.load(std::memory_order_relaxed) != 0)
+      gp->preempt_off.load(std::memory_order_relaxed) != 0) {
+    mp->sig_why.store(3, std::memory_order_relaxed);
     return;
+  }
   if (gp->oslocks.load(std::memory_order_relaxed) != 0) {
+    mp->sig_why.store(2, std::memory_order_relaxed);
     // Inside an OS lock's critical section: G.preempt stays set and the
     // unlock that releases the last lock preempts (oslock_preempt_point).
     async_preempt_stats.deferred_oslock.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  greg_t* r = uc->uc_mcontext.gregs;
-  std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
   if (!pc_preemptible(pc)) {
+    mp->sig_why.store(1, std::memory_order_relaxed);
     async_preempt_stats.rejected_pc.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -336,6 +341,7 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
     std::uint64_t bv = 0;
     std::memcpy(fx + 512, &bv, 8);  // XSTATE_BV: all components initial
   }
+  mp->sig_why.store(0, std::memory_order_relaxed);
   async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
 }
 

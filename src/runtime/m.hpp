@@ -60,6 +60,12 @@ struct M {
   // The thread's signal mask at start (first 64 signals): a context with
   // another mask (inside a user's signal handler) is never preempted.
   std::uint64_t sigmask0 = 0;
+  // Where the last preemption signal found this M's goroutine and why it
+  // could not preempt it there (sig_why: 0 preempted or not asked, 1 code
+  // that is not preemptible, 2 an OS lock held, 3 a preempt_guard or a
+  // runtime lock); read by sysmon's long-running report.
+  std::atomic<std::uintptr_t> sig_pc{0};
+  std::atomic<int> sig_why{0};
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)
   // This thread's C++ exception globals (__cxa_get_globals()), fetched once
   // at thread start so a switch saves and restores them without a call.

@@ -38,6 +38,8 @@ struct P {
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;
+  // The schedtick whose goroutine sysmon reported as long-running.
+  std::uint32_t sysmon_reported_tick = ~0u;
   std::atomic<bool> preempt{false};
 
   // The local run queue: a 256-slot ring owned by this P. Only the owner

@@ -68,6 +68,7 @@ void parse_debug() {
       if (k == "asyncpreemptmain") debug.asyncpreemptmain = v;
       if (k == "asyncpreemptmigrate") debug.asyncpreemptmigrate = v;
       if (k == "oslockpark") debug.oslockpark = v;
+      if (k == "longrunning") debug.longrunning = v;
     }
     pos = end + 1;
   }

@@ -26,6 +26,9 @@ struct debug_vars {
   // A goroutine parking while it holds an OS lock: 0 silent, 1 reported
   // once per stack, 2 fatal.
   int oslockpark = 1;
+  // ms a goroutine may run without a safe point before sysmon reports
+  // it (once per run); 0: never.
+  int longrunning = 100;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;

@@ -7,6 +7,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
+
 #include "runtime/checkdead.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
@@ -20,6 +23,7 @@
 #include "runtime/schedtrace.hpp"
 #include "runtime/schedule.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/symtab.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/timers.hpp"
 #include "runtime/traceback.hpp"
@@ -35,6 +39,38 @@ namespace {
 // a whole time slice runs one goroutine (or a runnext chain sharing one
 // slice) for too long; ask it to yield. Returns the number of Ps retaken
 // from syscalls, which is what resets sysmon's back-off.
+// A goroutine has run for debug.longrunning ms without reaching a safe
+// point (preemption was asked for a slice ago): say so once, with where the
+// last preemption signal found it, instead of letting it starve the others
+// silently. Racy reads of another M's state: a diagnostic.
+void report_long_running(P* pp, std::int64_t ran_ns) {
+  M* mp = pp->m.load(std::memory_order_acquire);
+  G* gp = mp != nullptr ? mp->curg.load(std::memory_order_acquire) : nullptr;
+  if (gp == nullptr) return;
+  std::uintptr_t pc = mp->sig_pc.load(std::memory_order_relaxed);
+  int why = mp->sig_why.load(std::memory_order_relaxed);
+  static const char* const whys[] = {
+      "", " (in code that is not preemptible: goro's, a shared library's)",
+      " (holding an OS lock)", " (inside a goro::preempt_guard)"};
+  std::string where;
+  if (pc != 0) {
+    symbol_info si = symbolize(pc);
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "pc=%#lx", static_cast<unsigned long>(pc));
+    where = std::string(" (last seen at ") +
+            (si.function.empty() ? std::string(hex) : si.function) +
+            (si.object.empty() ? std::string() : " in " + si.object) + ")";
+  }
+  std::fprintf(stderr,
+               "goro: goroutine %llu has run %lld ms without a safe point%s%s;"
+               " other goroutines on its processor wait "
+               "(GORO_DEBUG=longrunning=N sets the threshold in ms, 0 off)\n",
+               static_cast<unsigned long long>(gp->goid),
+               static_cast<long long>(ran_ns / 1000000), where.c_str(),
+               why >= 0 && why < 4 ? whys[why] : "");
+  std::fflush(stderr);
+}
+
 int retake(std::int64_t now, std::int64_t* next_slice_end) {
   int n = 0;
   std::int64_t slice = time_slice_ns.load(std::memory_order_relaxed);
@@ -54,6 +90,13 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
       std::int64_t end = pp->sysmon_schedwhen + slice;
       if (s == p_running && (*next_slice_end == 0 || end < *next_slice_end))
         *next_slice_end = end;
+      if (debug.longrunning > 0 && s == p_running &&
+          pp->sysmon_reported_tick != t &&
+          pp->sysmon_schedwhen + std::int64_t(debug.longrunning) * 1000000 <=
+              now) {
+        pp->sysmon_reported_tick = t;
+        report_long_running(pp, now - pp->sysmon_schedwhen);
+      }
       if (end <= now) {
         preemptone(pp);
         // In a syscall, preemptone does nothing: retake the P instead.
