@@ -682,4 +682,59 @@ TEST_F(DeathTest, Schedtrace) {
   EXPECT_EXIT(schedtrace_child(), ExitedWithCode(0), "");
 }
 
+// scheddetail=1 prints real values where Go prints them: a goroutine locked
+// to its thread shows as the M's lockedg and the G's lockedm, a pending
+// sleep as its P's timerslen, and the header has stopwait and sysmonwait.
+[[noreturn]] void scheddetail_child() {
+  setenv("GORO_DEBUG", "schedtrace=10,scheddetail=1", 1);
+  setenv("GOMAXPROCS", "2", 1);
+  std::fflush(stderr);
+  FILE* capture = std::tmpfile();
+  if (!capture) child_exit(false, "tmpfile failed");
+  const int saved = dup(2);
+  dup2(fileno(capture), 2);
+  std::uint64_t locked_id = 0;
+  goro::run([&] {
+    goro::wait_group wg;
+    wg.add(2);
+    goro::go([&] {
+      goro::lock_os_thread();
+      locked_id = goro::goroutine_id();
+      goro::sleep(120ms);  // parked, locked, and a pending timer
+      goro::unlock_os_thread();
+      wg.done();
+    });
+    goro::go([&] {
+      goro::sleep(120ms);
+      wg.done();
+    });
+    wg.wait();
+  });
+  std::fflush(stderr);
+  dup2(saved, 2);
+  std::string text;
+  char buf[4096];
+  std::rewind(capture);
+  for (ssize_t n; (n = read(fileno(capture), buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  const std::regex head_re(
+      "gcwaiting=(true|false) nmidlelocked=-?[0-9]+ stopwait=-?[0-9]+ "
+      "sysmonwait=(true|false)");
+  const std::regex timers_re("timerslen=[1-9]");
+  const std::regex lockedg_re("lockedg=" + std::to_string(locked_id) + "\n");
+  const std::regex lockedm_re(
+      "G" + std::to_string(locked_id) +
+      ": status=[0-9]+[(][^)]*[)] m=[^ ]+ lockedm=[0-9]+");
+  bool ok = std::regex_search(text, head_re) &&
+            std::regex_search(text, timers_re) &&
+            std::regex_search(text, lockedg_re) &&
+            std::regex_search(text, lockedm_re);
+  child_exit(ok, "scheddetail lacks a real value (goroutine " +
+                     std::to_string(locked_id) + "):\n" + text.substr(0, 4000));
+}
+
+TEST_F(DeathTest, ScheddetailRealValues) {
+  EXPECT_EXIT(scheddetail_child(), ExitedWithCode(0), "");
+}
+
 }  // namespace

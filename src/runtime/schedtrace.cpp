@@ -11,6 +11,7 @@
 #include "runtime/proc.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/sysmon.hpp"
 
 namespace goro::rt {
 
@@ -46,7 +47,10 @@ void print_g(G* gp, void*) {
     trace_printf(stderr, "%lld", (long long)mp->id);
   else
     trace_printf(stderr, "nil");
-  trace_printf(stderr, " lockedm=nil\n");
+  if (M* lm = gp->lockedm)
+    trace_printf(stderr, " lockedm=%lld\n", (long long)lm->id);
+  else
+    trace_printf(stderr, " lockedm=nil\n");
 }
 
 }  // namespace
@@ -73,8 +77,9 @@ void schedtrace_locked(bool detailed, std::int64_t now) {
                sched.needspinning.load(), sched.nmidle, sched.runq.size);
   if (detailed) {
     trace_printf(stderr,
-                 " gcwaiting=%s nmidlelocked=%d stopwait=0 sysmonwait=false\n",
-                 sched.gcwaiting.load() ? "true" : "false", sched.nmidlelocked);
+                 " gcwaiting=%s nmidlelocked=%d stopwait=%d sysmonwait=%s\n",
+                 sched.gcwaiting.load() ? "true" : "false", sched.nmidlelocked,
+                 sched.stopwait, sysmonwait.load() ? "true" : "false");
   }
   for (std::int32_t i = 0; i < n; i++) {
     P* pp = allp[i];
@@ -88,8 +93,14 @@ void schedtrace_locked(bool detailed, std::int64_t now) {
         trace_printf(stderr, "%lld", (long long)mp->id);
       else
         trace_printf(stderr, "nil");
-      trace_printf(stderr, " runqsize=%u gfreecnt=%d timerslen=0\n", len,
-                   pp->gfree.size);
+      std::size_t ntimers;
+      {
+        // timers (rank 50) after sched (40): allowed.
+        lock_guard tl(pp->tm.lock);
+        ntimers = pp->tm.heap.size();
+      }
+      trace_printf(stderr, " runqsize=%u gfreecnt=%d timerslen=%zu\n", len,
+                   pp->gfree.size, ntimers);
     } else {
       trace_printf(stderr, "%s%u", i == 0 ? " [" : " ", len);
       if (i == n - 1) trace_printf(stderr, "]\n");
@@ -113,9 +124,13 @@ void schedtrace_locked(bool detailed, std::int64_t now) {
       trace_printf(stderr, "nil");
     trace_printf(stderr,
                  " mallocing=0 throwing=0 preemptoff= locks=%d dying=0 "
-                 "spinning=%s blocked=%s lockedg=nil\n",
+                 "spinning=%s blocked=%s lockedg=",
                  mp->locks, mp->spinning ? "true" : "false",
                  mp->blocked ? "true" : "false");
+    if (G* lg = mp->lockedg)
+      trace_printf(stderr, "%llu\n", (unsigned long long)lg->goid);
+    else
+      trace_printf(stderr, "nil\n");
   }
   forallg(print_g, nullptr);
 }
