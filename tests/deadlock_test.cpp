@@ -422,19 +422,25 @@ TEST_F(DeadlockDeathTest, NoFalsePositiveWaitingForBlockedCall) {
       ExitedWithCode(0), "");
 }
 
-// A plain thread that will send later exists: no deadlock. The thread
-// starts before the runtime and has not used it yet when main blocks; it
-// sends only after seeing main blocked on c and every M idle.
+// A plain thread that has used goro and will send later: no deadlock. It
+// sends only after seeing main blocked on c and every M idle. (A thread
+// that never called into goro would not count: see
+// ReportedNextToUnrelatedThread.)
 TEST_F(DeadlockDeathTest, NoFalsePositiveWaitingForPlainThread) {
   EXPECT_EXIT(
       {
         auto c = goro::make_chan<int>();
+        auto used = goro::make_chan<int>(1);
+        std::atomic<bool> counted{false};
         bool seen = false;
-        std::thread th([c, &seen] {
+        std::thread th([c, used, &seen, &counted]() mutable {
+          used.send(1);  // has used goro: counts as running from here
+          counted = true;
           seen = await_state(
               [&] { return receivers_queued(c) == 1 && no_m_running(); });
           c.send(5);
         });
+        while (!counted) std::this_thread::yield();
         int r = goro::run([c] { return c.recv().value_or(0); });
         th.join();
         child_exit(r == 5 && seen,
@@ -455,11 +461,16 @@ TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadBlockedOutsideRuntime) {
         std::condition_variable cv;
         bool go_on = false;
         auto c = goro::make_chan<int>();
+        auto used = goro::make_chan<int>(1);
+        std::atomic<bool> counted{false};
         std::thread th([&] {
+          used.send(1);  // has used goro: counts as running from here
+          counted = true;
           std::unique_lock<std::mutex> lk(mu);
           cv.wait(lk, [&] { return go_on; });
           c.send(6);
         });
+        while (!counted) std::this_thread::yield();
         bool seen = false;
         std::thread releaser([&] {
           seen = await_state(
@@ -480,6 +491,25 @@ TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadBlockedOutsideRuntime) {
                                "running"));
       },
       ExitedWithCode(0), "");
+}
+
+// The issue-11 rule: a thread that never called into goro (a logger, a
+// library's worker) does not hide a deadlock. Here it waits on a
+// std::condition_variable forever; main blocks on a channel nobody sends
+// on: reported, with the goroutine dump.
+TEST_F(DeadlockDeathTest, ReportedNextToUnrelatedThread) {
+  EXPECT_EXIT(
+      {
+        static std::mutex mu;
+        static std::condition_variable cv;
+        std::thread([] {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [] { return false; });
+        }).detach();
+        goro::run([] { block_forever(); });
+        child_exit(false, "run() returned");
+      },
+      ExitedWithCode(2), kDeadlock);
 }
 
 // Detection is armed only while a goro::run is in progress: goroutines

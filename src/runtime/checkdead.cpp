@@ -2,12 +2,13 @@
 //
 // Counted in threads, not goroutines: if no M is running (all idle, idle
 // while locked, or system threads like sysmon) and no plain thread that
-// uses the runtime is outside it, nothing can ever make progress, unless a
-// timer is pending. Then, if goroutines still wait: "all goroutines are
-// asleep - deadlock!"; if none is left because main called goexit: "no
-// goroutines (main called goro::goexit) - deadlock!". Detection is armed
-// while a goro::run is in progress (a library runtime idles legitimately
-// otherwise).
+// has used the runtime is outside it, nothing can ever make progress,
+// unless a timer is pending. Threads that never called into goro do not
+// count, as Go does not count threads it did not create. Then, if goroutines
+// still wait: "all goroutines are asleep - deadlock!"; if none is left because
+// main called goexit: "no goroutines (main called goro::goexit) - deadlock!".
+// Detection is armed while a goro::run is in progress (a library runtime idles
+// legitimately otherwise).
 #include "runtime/checkdead.hpp"
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "runtime/mstart.hpp"
+#include "runtime/nanotime.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
@@ -74,9 +76,8 @@ int os_thread_count() {
   return std::atoi(p);
 }
 
-// A thread the runtime does not know about (one that has not used it yet,
-// or never will) might still send, close or spawn: only threads that are
-// Ms or plain threads blocked in the runtime may exist. sched.lock held.
+// A thread the runtime does not know yet (not an M, not a plain thread
+// blocked in the runtime). sched.lock held.
 bool unknown_threads_exist() {
   int threads = os_thread_count();
 #ifdef GORO_HAVE_TSAN
@@ -84,6 +85,13 @@ bool unknown_threads_exist() {
 #endif
   return threads < 0 || threads > mcount() + sched.nextern_blocked.load();
 }
+
+// When the verdict was first reached while threads goro does not know
+// existed (0: not now). sched.lock held.
+std::int64_t dead_since = 0;
+// How long such a verdict must hold: a plain thread that is about to use
+// goro (started to send on a channel) does so well within it.
+constexpr std::int64_t unknown_thread_grace = 1000LL * 1000 * 1000;
 
 bool any_timers() {
   for (std::int32_t i = 0; i < gomaxprocs_now(); i++)
@@ -115,9 +123,15 @@ void extern_block_end() { sched.nextern_blocked.fetch_sub(1); }
 void checkdead() {
   if (sched.main_active.load() == 0) return;
   // Plain threads (beyond those blocked in the runtime) may still act.
-  if (sched.nextern.load() != sched.nextern_blocked.load()) return;
+  if (sched.nextern.load() != sched.nextern_blocked.load()) {
+    dead_since = 0;
+    return;
+  }
   std::int32_t run = mcount() - sched.nmidle - sched.nmidlelocked - sched.nmsys;
-  if (run > 0) return;
+  if (run > 0) {
+    dead_since = 0;
+    return;
+  }
   if (run < 0)
     fatalf(
         "checkdead: inconsistent counts run=%d nmidle=%d nmidlelocked=%d "
@@ -159,7 +173,19 @@ void checkdead() {
   }
   // A pending timer will wake someone.
   if (any_timers()) return;
-  if (unknown_threads_exist()) return;
+  // Threads that never called into goro do not count (Go ignores threads
+  // it did not create): a logger or a library's worker must not hide a
+  // deadlock. A plain thread that has used goro counts as running (it may
+  // still send) unless it is blocked inside goro (nextern_blocked, above).
+  // One that is just starting to use goro gets a grace period: with
+  // unknown threads present the verdict must hold for a second (sysmon
+  // re-checks every 100 ms while everything is idle).
+  if (unknown_threads_exist()) {
+    std::int64_t now = nanotime();
+    if (dead_since == 0) dead_since = now;
+    if (now - dead_since < unknown_thread_grace) return;
+  }
+  dead_since = 0;
   sched.lock.unlock();
   fatal_dump("all goroutines are asleep - deadlock!");
 }
