@@ -3,8 +3,10 @@
 // per track, every goroutine that ran is named after its function, spawns
 // name their parent, unparks their waker, parks their wait reason; the API
 // refuses bad use with the documented exceptions.
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <goro/chan.hpp>
@@ -520,6 +522,198 @@ TEST(TraceDeathTest, GoroTraceEnvWritesAtRunReturn) {
     if (field(e, "ph") == "B") slices++;
   EXPECT_GE(slices, 2);
   std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------------------
+// goro_tracesvg
+
+// Well-formed XML (no DTD): balanced tags, quoted attributes, known
+// entities, one root. Returns the element names in document order, with
+// their class attribute ("g.lane p-lane").
+[[maybe_unused]] std::vector<std::string> check_xml(const std::string& x) {
+  std::vector<std::string> out, stack;
+  std::size_t i = 0;
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error("XML: " + why + " at offset " + std::to_string(i));
+  };
+  auto is_name = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == ':' || c == '.';
+  };
+  int roots = 0;
+  while (i < x.size()) {
+    if (x[i] != '<') {
+      if (x[i] == '&') {
+        std::size_t semi = x.find(';', i);
+        if (semi == std::string::npos) fail("bad entity");
+        std::string ent = x.substr(i + 1, semi - i - 1);
+        if (ent != "amp" && ent != "lt" && ent != "gt" && ent != "quot" &&
+            ent != "apos" && (ent.empty() || ent[0] != '#'))
+          fail("unknown entity " + ent);
+      }
+      if (stack.empty() && !std::isspace(static_cast<unsigned char>(x[i])))
+        fail("text outside the root");
+      i++;
+      continue;
+    }
+    if (x.compare(i, 5, "<?xml") == 0) {
+      std::size_t e = x.find("?>", i);
+      if (e == std::string::npos || i != 0) fail("bad declaration");
+      i = e + 2;
+      continue;
+    }
+    if (x.compare(i, 2, "</") == 0) {
+      std::size_t e = x.find('>', i);
+      if (e == std::string::npos) fail("unterminated end tag");
+      std::string name = x.substr(i + 2, e - i - 2);
+      if (stack.empty() || stack.back() != name) fail("mismatched </" + name);
+      stack.pop_back();
+      i = e + 1;
+      continue;
+    }
+    i++;
+    std::size_t n0 = i;
+    while (i < x.size() && is_name(x[i])) i++;
+    std::string name = x.substr(n0, i - n0);
+    if (name.empty()) fail("empty tag name");
+    std::string cls;
+    while (true) {
+      while (i < x.size() && std::isspace(static_cast<unsigned char>(x[i])))
+        i++;
+      if (i >= x.size()) fail("unterminated tag");
+      if (x[i] == '>' || x.compare(i, 2, "/>") == 0) break;
+      std::size_t a0 = i;
+      while (i < x.size() && is_name(x[i])) i++;
+      std::string attr = x.substr(a0, i - a0);
+      if (attr.empty() || i >= x.size() || x[i] != '=' || i + 1 >= x.size() ||
+          x[i + 1] != '"')
+        fail("bad attribute in <" + name);
+      std::size_t v = x.find('"', i + 2);
+      if (v == std::string::npos) fail("unterminated attribute");
+      std::string val = x.substr(i + 2, v - i - 2);
+      if (val.find('<') != std::string::npos) fail("'<' in attribute");
+      if (attr == "class") cls = val;
+      i = v + 1;
+    }
+    if (stack.empty()) {
+      if (++roots > 1) fail("two roots");
+    }
+    out.push_back(cls.empty() ? name : name + "." + cls);
+    if (x[i] == '>') {
+      stack.push_back(name);
+      i++;
+    } else {
+      i += 2;
+    }
+  }
+  if (!stack.empty()) fail("unclosed <" + stack.back() + ">");
+  if (roots != 1) fail("no root");
+  return out;
+}
+
+[[maybe_unused]] std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TraceSvg, RendersOneLanePerP) {
+#ifndef GORO_TRACESVG
+  GTEST_SKIP() << "goro_tracesvg not built";
+#else
+  // scripts/check_trace_svg.sh keeps the files to open them in Chromium.
+  const char* keep = std::getenv("GORO_TRACE_KEEP_DIR");
+  std::string trace =
+      keep ? std::string(keep) + "/trace.json" : tmp_path("svg.json");
+  std::string svg =
+      keep ? std::string(keep) + "/trace.svg" : tmp_path("svg.svg");
+  goro::options opt;
+  opt.gomaxprocs = 2;
+  goro::run(opt, [&] {
+    goro::gomaxprocs(2);
+    goro::trace::start(trace);
+    goro::wait_group wg;
+    // Work for both Ps: goroutines that compute and yield now and then.
+    std::atomic<std::uint64_t> sink{0};
+    for (int g = 0; g < 8; g++) {
+      wg.add(1);
+      goro::go([&, g] {
+        std::uint64_t x = std::uint64_t(g) + 1;
+        for (int round = 0; round < 20; round++) {
+          for (int k = 0; k < 20000; k++) x = x * 6364136223846793005ULL + 1;
+          goro::gosched();
+        }
+        sink += x;
+        wg.done();
+      });
+    }
+    auto c = goro::make_chan<int>();
+    wg.add(1);
+    goro::go([&] {
+      for (int i = 0; i < 20; i++) c.send(i);
+      wg.done();
+    });
+    for (int i = 0; i < 20; i++) (void)c.recv();
+    wg.wait();
+    goro::trace::stop();
+    return 0;
+  });
+  std::string cmd = std::string(GORO_TRACESVG) + " " + trace + " " + svg;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+
+  // The P tracks the trace has.
+  int ptracks = 0;
+  json doc = read_json(trace);
+  for (const json& e : check_wellformed(doc))
+    if (field(e, "ph") == "M" && field(e, "name") == "thread_name" &&
+        sarg(e, "name").rfind("P", 0) == 0)
+      ptracks++;
+  ASSERT_GE(ptracks, 1);
+
+  std::string x = slurp(svg);
+  std::vector<std::string> elems = check_xml(x);
+  ASSERT_FALSE(elems.empty());
+  EXPECT_EQ(elems[0], "svg");
+  int plane = 0, rects = 0, axis = 0;
+  for (const std::string& e : elems) {
+    if (e == "g.lane p-lane") plane++;
+    if (e == "rect") rects++;
+    if (e == "g.axis") axis++;
+  }
+  EXPECT_EQ(plane, ptracks);
+  EXPECT_EQ(axis, 1);
+  EXPECT_GT(rects, 10);
+  // Slices carry the goroutines' names.
+  EXPECT_NE(x.find("TestBody"), std::string::npos);
+  if (!keep) {
+    std::remove(trace.c_str());
+    std::remove(svg.c_str());
+  }
+#endif
+}
+
+TEST(TraceSvg, BadInputIsRefused) {
+#ifndef GORO_TRACESVG
+  GTEST_SKIP() << "goro_tracesvg not built";
+#else
+  std::string bad = tmp_path("bad.json");
+  {
+    std::ofstream o(bad);
+    o << "{\"traceEvents\": [ {\"ph\": ";
+  }
+  std::string out = tmp_path("bad.svg");
+  std::string tool = GORO_TRACESVG;
+  int rc = std::system((tool + " " + bad + " " + out + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+  rc = std::system((tool + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  rc = std::system(
+      (tool + " /nonexistent.json " + out + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+  std::remove(bad.c_str());
+  std::remove(out.c_str());
+#endif
 }
 
 }  // namespace
