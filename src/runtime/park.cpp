@@ -48,7 +48,6 @@ void park_m(void* arg) {
   san_enter_g0(mp);
   bool in_syscall = readgstatus(gp) == g_syscall;
   casgstatus(gp, in_syscall ? g_syscall : g_running, g_waiting);
-  trace_go_park(gp);
   dropg(mp, gp);
   bool ok = true;
   if (auto fn = mp->waitunlockf) {
@@ -92,7 +91,6 @@ void goyield_m(void* arg) {
   M* mp = getm();
   san_enter_g0(mp);
   casgstatus(gp, g_running, g_runnable);
-  trace_go_yield(gp);
   dropg(mp, gp);
   runqput(mp->p, gp, false);
   schedule();
@@ -132,7 +130,6 @@ void gosched_m(void* arg) {
   M* mp = getm();
   san_enter_g0(mp);
   casgstatus(gp, g_running, g_runnable);
-  trace_go_yield(gp);
   dropg(mp, gp);
   if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
     runqput(mp->p, gp, false);
@@ -170,7 +167,6 @@ void goready(G* gp) {
     return;
   }
   casgstatus(gp, g_waiting, g_runnable);
-  trace_go_unpark(gp);
   // Into the waker's runnext: a woken goroutine runs next on this P and
   // shares the waker's time slice (Go's ready with next=true).
   runqput(mp->p, gp, true);
@@ -204,7 +200,6 @@ void sync_runtime_dospin() { procyield(30); }
 
 void ready_noP(G* gp) {
   casgstatus(gp, g_waiting, g_runnable);
-  trace_go_unpark(gp);
   {
     lock_guard lk(sched.lock);
     globrunqput(gp);

@@ -60,7 +60,6 @@ void gopreempt() {
   G* gp = getg();
   if (gp == nullptr) return;
   gp->preempt.store(false, std::memory_order_relaxed);
-  trace_go_preempt(gp, false);
   syscall_suspend sys(gp);
   mcall(gosched_m);  // Go's gopreempt_m: the same as a yield
 }
@@ -72,7 +71,6 @@ bool preemptone(P* pp) {
   if (gp == nullptr) return false;
   gp->preempt.store(true, std::memory_order_relaxed);
   pp->preempt.store(true, std::memory_order_relaxed);
-  trace_preempt_req(gp, pp);
   // A call-free loop never sees the flag: interrupt it (asyncpreempt.cpp).
   if (async_preempt_on.load(std::memory_order_relaxed)) preemptM(mp, gp);
   return true;
