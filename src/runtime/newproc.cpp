@@ -96,7 +96,9 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   gp->parent_goid = parent ? parent->goid : 0;
   // The caller: goro::go, usually inlined into the user's function.
   gp->gopc = __builtin_return_address(0);
-  gp->goid = newgoid(pp);
+  // Atomic (a plain mov on x86): sysmon's long-running report reads the
+  // goid of a G another thread may be reusing right now.
+  __atomic_store_n(&gp->goid, newgoid(pp), __ATOMIC_RELAXED);
   gp->waitreason = wait_reason::zero;
   casgstatus(gp, g_dead, g_runnable);
   if (pp != nullptr) {

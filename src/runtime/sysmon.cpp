@@ -43,10 +43,17 @@ namespace {
 // point (preemption was asked for a slice ago): say so once, with where the
 // last preemption signal found it, instead of letting it starve the others
 // silently. Racy reads of another M's state: a diagnostic.
-void report_long_running(P* pp, std::int64_t ran_ns) {
+void report_long_running(P* pp, std::uint32_t tick, std::int64_t ran_ns) {
   M* mp = pp->m.load(std::memory_order_acquire);
   G* gp = mp != nullptr ? mp->curg.load(std::memory_order_acquire) : nullptr;
   if (gp == nullptr) return;
+  // The goroutine may have switched since sysmon read the tick, and its G
+  // may even be reused by a new goroutine: goid is read atomically (the
+  // spawner stores it the same way) and only trusted if the P's schedtick
+  // has not moved meanwhile, so the report never names the wrong goroutine.
+  std::uint64_t goid = __atomic_load_n(&gp->goid, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (pp->schedtick.load(std::memory_order_relaxed) != tick) return;
   std::uintptr_t pc = mp->sig_pc.load(std::memory_order_relaxed);
   int why = mp->sig_why.load(std::memory_order_relaxed);
   static const char* const whys[] = {
@@ -65,7 +72,7 @@ void report_long_running(P* pp, std::int64_t ran_ns) {
                "goro: goroutine %llu has run %lld ms without a safe point%s%s;"
                " other goroutines on its processor wait "
                "(GORO_DEBUG=longrunning=N sets the threshold in ms, 0 off)\n",
-               static_cast<unsigned long long>(gp->goid),
+               static_cast<unsigned long long>(goid),
                static_cast<long long>(ran_ns / 1000000), where.c_str(),
                why >= 0 && why < 4 ? whys[why] : "");
   std::fflush(stderr);
@@ -95,7 +102,7 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
           pp->sysmon_schedwhen + std::int64_t(debug.longrunning) * 1000000 <=
               now) {
         pp->sysmon_reported_tick = t;
-        report_long_running(pp, now - pp->sysmon_schedwhen);
+        report_long_running(pp, t, now - pp->sysmon_schedwhen);
       }
       if (end <= now) {
         preemptone(pp);
