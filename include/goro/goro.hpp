@@ -8,6 +8,8 @@
 #include <goro/net.hpp>
 #include <goro/runtime.hpp>
 #include <goro/select.hpp>
+#include <goro/stats.hpp>
 #include <goro/sync.hpp>
 #include <goro/time.hpp>
+#include <goro/trace.hpp>
 #include <goro/wait_group.hpp>

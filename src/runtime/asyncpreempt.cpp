@@ -441,6 +441,7 @@ namespace {
 // lock_os_thread stays locked as it was.
 [[noreturn]] void requeue_pinned(M* mp, G* gp) {
   casgstatus(gp, g_running, g_runnable);
+  trace_go_preempt(gp, true);
   dropg(mp, gp);
   if (gp->lockedm == nullptr && debug.asyncpreemptmigrate == 0) {
     gp->lockedm = mp;

@@ -94,6 +94,7 @@ top:
   // already blocked in the poller.
   if (netpollinited() && netpoll_any_waiters() && sched.last_poll.load() != 0) {
     g_queue list = netpoll(0);
+    trace_netpoll(list.head, list.size);
     if (!list.empty()) {
       G* gp = list.pop();
       casgstatus(gp, g_waiting, g_runnable);
@@ -188,6 +189,7 @@ top:
         if (delay < 0) delay = 0;
       }
       g_queue list = netpoll(delay);
+      trace_netpoll(list.head, list.size);
       std::int64_t now = nanotime();
       sched.poll_until.store(0);
       sched.last_poll.store(now);

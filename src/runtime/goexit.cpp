@@ -42,6 +42,7 @@ void goexit0(void* arg) {
   san_enter_g0(mp);
   P* pp = mp->p;
   casgstatus(gp, g_running, g_dead);
+  trace_go_end(gp);
   owner_add(pp->ngoroutines, -1);
   dropg(mp, gp);
   gp->entry = nullptr;

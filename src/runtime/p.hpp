@@ -8,6 +8,7 @@
 
 #include "runtime/g.hpp"
 #include "runtime/timers.hpp"
+#include "runtime/trace.hpp"
 
 namespace goro::rt {
 
@@ -69,6 +70,9 @@ struct P {
   // Statistics for goro::debug::per_p_stats (owner-written).
   std::atomic<std::uint64_t> nrun{0};     // goroutines dispatched
   std::atomic<std::uint64_t> nstolen{0};  // goroutines stolen by this P
+  std::atomic<std::uint64_t> nsyscall{0};  // blocking calls entered here
+  // The execution tracer's write position in this P's buffer (owner-only).
+  trace_cursor trace;
 };
 
 // Owner-only counter update without a read-modify-write instruction.

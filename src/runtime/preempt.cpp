@@ -16,6 +16,7 @@
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/san.hpp"
+#include "runtime/stats.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 
@@ -60,6 +61,8 @@ void gopreempt() {
   G* gp = getg();
   if (gp == nullptr) return;
   gp->preempt.store(false, std::memory_order_relaxed);
+  stat_inc(stats_counters.preempted_coop);
+  trace_go_preempt(gp, false);
   syscall_suspend sys(gp);
   mcall(gosched_m);  // Go's gopreempt_m: the same as a yield
 }
@@ -71,6 +74,8 @@ bool preemptone(P* pp) {
   if (gp == nullptr) return false;
   gp->preempt.store(true, std::memory_order_relaxed);
   pp->preempt.store(true, std::memory_order_relaxed);
+  stat_inc(stats_counters.preempt_requests);
+  trace_preempt_req(gp, pp);
   // A call-free loop never sees the flag: interrupt it (asyncpreempt.cpp).
   if (async_preempt_on.load(std::memory_order_relaxed)) preemptM(mp, gp);
   return true;

@@ -27,6 +27,7 @@
 #include "runtime/stw.hpp"
 #include "runtime/sysmon.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/trace.hpp"
 #include "runtime/traceback.hpp"
 
 namespace goro::rt {
@@ -120,6 +121,7 @@ void schedinit(const goro::options* opt) {
     lock_guard lk(sched.lock);
     for (int i = procs - 1; i >= 0; i--) pidleput(allp[i]);
   }
+  trace_env_start();  // GORO_TRACE=<file>
   sysmon_start();
 }
 
@@ -257,6 +259,7 @@ int run_main(const options* opt, std::function<int()> main_fn) {
   rt::sched.main_active.fetch_add(1);
   rt::thread_park(st.done);
   rt::sched.main_active.fetch_sub(1);
+  rt::trace_env_stop();  // GORO_TRACE's file is written when run returns
   return st.result;
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
+#include "runtime/trace.hpp"
 
 namespace goro::rt {
 
@@ -22,6 +23,7 @@ void execute(G* gp, bool inherit_time) {
   mp->curg.store(gp, std::memory_order_release);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
+  trace_go_start(gp);
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).
   if (!inherit_time)

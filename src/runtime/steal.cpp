@@ -54,7 +54,10 @@ G* stealwork(P* pp, bool* new_work, bool* ran_timers) {
         }
       }
       if (!idlepmask.read(id)) {
-        if (G* gp = runqsteal(pp, p2, last_pass)) return gp;
+        if (G* gp = runqsteal(pp, p2, last_pass)) {
+          trace_steal(gp, p2);
+          return gp;
+        }
       }
     }
   }

@@ -25,6 +25,7 @@
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/schedule.hpp"
+#include "runtime/stats.hpp"
 #include "runtime/stw.hpp"
 #include "runtime/sysmon.hpp"
 #include "runtime/timers.hpp"
@@ -33,6 +34,8 @@
 namespace goro::rt {
 
 void handoffp(P* pp) {
+  stat_inc(stats_counters.handoffs);
+  trace_handoff(pp);
   // Local or global work: start an M for it right away.
   if (!runqempty(pp) || sched.runqsize.load() != 0) {
     startm(pp, false);
@@ -81,6 +84,7 @@ void exitsyscall0(void* arg) {
   M* mp = getm();
   san_enter_g0(mp);
   casgstatus(gp, g_syscall, g_runnable);
+  trace_sys_exit(gp, false);
   dropg(mp, gp);
   P* pp;
   {
@@ -148,6 +152,8 @@ void entersyscall() {
   P* pp = mp->p;
   mp->syscalltick = pp->syscalltick.load(std::memory_order_relaxed);
   casgstatus(gp, g_running, g_syscall);
+  owner_add(pp->nsyscall, 1);
+  trace_sys_enter(gp);
   pp->m.store(nullptr, std::memory_order_relaxed);
   mp->oldp = pp;
   mp->p = nullptr;
@@ -173,6 +179,8 @@ void entersyscallblock() {
   P* pp = mp->p;
   pp->syscalltick.store(pp->syscalltick.load() + 1);
   casgstatus(gp, g_running, g_syscall);
+  owner_add(pp->nsyscall, 1);
+  trace_sys_block(gp);
   mp->oldp = nullptr;
   handoffp(releasep());
 }
@@ -184,6 +192,7 @@ void exitsyscall() {
   mp->oldp = nullptr;
   if (exitsyscall_takep(oldp)) {
     casgstatus(gp, g_syscall, g_running);
+    trace_sys_exit(gp, true);
     preempt_check();
     return;
   }

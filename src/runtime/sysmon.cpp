@@ -229,6 +229,7 @@ void* sysmon(void*) {
     if (netpollinited() && lastpoll != 0 && lastpoll + 10 * 1000 * 1000 < now) {
       sched.last_poll.compare_exchange_strong(lastpoll, now);
       g_queue list = netpoll(0);
+      trace_netpoll(list.head, list.size);
       if (!list.empty()) {
         // Counted as a running M while injecting (Go's sysmon does the
         // same): injectglist may start Ms, and checkdead must not see the

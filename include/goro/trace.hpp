@@ -1,0 +1,48 @@
+// trace.hpp: the execution tracer (Go's runtime/trace), written as Chrome
+// Trace Event JSON that Perfetto (ui.perfetto.dev) and chrome://tracing
+// open: a track per P and per thread (M), goroutine run slices named after
+// their function, spawns with their parent, parks with the wait reason,
+// unparks with the waker, steals, blocking calls and P hand-offs,
+// preemptions and network-poller wake-ups.
+//
+//   goro::trace::start("trace.json");
+//   ...                       // the program runs
+//   goro::trace::stop();      // writes trace.json
+//
+// or, for a whole program, GORO_TRACE=trace.json in the environment: tracing
+// starts with the runtime and the file is written when goro::run returns (or
+// at process exit for a program that never calls goro::run).
+//
+// Events are recorded into per-P buffers of at most GORO_TRACE_BUFFER MiB in
+// all (64 by default, 32 bytes an event: about two million events); past
+// that, events are dropped and counted (the file's metadata says how many).
+// goro_tracesvg renders a trace into a standalone SVG timeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace goro::trace {
+
+// Starts tracing into `path` (created or truncated now, written by stop()).
+// Starts the runtime if needed. Throws std::logic_error if a trace is
+// already being taken, std::system_error if `path` cannot be opened for
+// writing. Briefly stops the world.
+void start(const std::string& path);
+
+// Stops tracing and writes the file (symbolizing goroutine functions now,
+// not while recording). Throws std::logic_error if no trace is being taken,
+// std::system_error if writing fails. Briefly stops the world.
+void stop();
+
+// True between start() and stop().
+bool active();
+
+struct trace_stats {
+  std::uint64_t events;   // events written by the last stop()
+  std::uint64_t dropped;  // events lost because the buffer cap was reached
+};
+// Counts of the last trace written.
+trace_stats last_stats();
+
+}  // namespace goro::trace

@@ -1,0 +1,120 @@
+// trace.hpp: the execution tracer's hooks (Go's trace.go traceGoCreate,
+// traceGoStart, traceGoPark, traceGoUnpark, ...), the event hook of the
+// brief where G/M/P transitions are recorded. trace.cpp keeps the buffers
+// and writes Chrome Trace Event JSON.
+//
+// Cost while tracing is off: every hook is an inline function that loads
+// one global flag (relaxed) and branches over a call to its out-of-line,
+// cold recorder; the arguments are the pointers the caller already holds,
+// so nothing is computed for a trace that is not taken.
+//
+// A yield (gosched, goyield) records nothing: the yielding goroutine is
+// queued and its M goes straight to schedule(), so the next go_start on
+// the same P ends its slice at nearly the same instant; that saves a
+// timestamp on the most frequent switch (the tracer's cost is dominated by
+// one rdtsc per event).
+//
+// Recording (tracing on): an event goes into the buffer of the P the
+// calling thread holds, with no lock: only the P's owner writes its
+// cursor, and P ownership passes between threads with the scheduler's own
+// synchronisation. A thread without a P (sysmon, a thread in or leaving a
+// blocking call, a plain thread) records into one small buffer under a
+// spin lock. Starting and stopping stop the world, so no recorder is in
+// flight while buffers are set up or read.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace goro::rt {
+
+struct G;
+struct P;
+
+enum class trace_ev : std::uint8_t {
+  none = 0,     // unused slot (a chunk's free tail is zeroed memory)
+  go_create,    // goid: the new goroutine; arg: its parent's goid
+  go_start,     // goid starts running on this P; arg: its entry function
+  go_park,      // goid parks; aux: wait_reason
+  go_yield,     // (not recorded: a yield's slice ends at the P's next start)
+  go_preempt,   // goid preempted; aux: 0 at a safe point, 1 by signal
+  go_end,       // goid exits
+  go_unpark,    // goid made runnable; arg: the waker's goid (0: runtime)
+  steal,        // goid stolen by this P; arg: the victim P's id
+  sys_enter,    // goid enters a blocking call; the P stays behind
+  sys_exit,     // goid leaves it; aux: 1 if it got a P at once (runs on)
+  sys_block,    // goid enters a call known to block: P handed off at once
+  handoff,      // arg: the P handed off from a blocking call
+  preempt_req,  // sysmon asks goid to yield; arg: its P
+  netpoll,      // arg: goroutines the network poller made ready
+  go_exists,    // goid existed when tracing started; arg: its entry
+  go_running,   // goid was running on this P when tracing started
+};
+
+// 32 bytes. p: the P whose buffer holds it (-1: no P); m: the M's id
+// (UINT32_MAX: a plain thread). Timestamps are raw trace_clock() ticks.
+struct trace_event {
+  std::uint64_t ts;
+  std::uint64_t goid;
+  std::uint64_t arg;
+  std::uint32_t m;
+  trace_ev type;
+  std::uint8_t aux;
+  std::int16_t p;
+};
+static_assert(sizeof(trace_event) == 32);
+
+// A P's write position in its current chunk (owner-only). pos == end means
+// "take a new chunk"; both are null while tracing is off.
+struct trace_cursor {
+  trace_event* pos = nullptr;
+  trace_event* end = nullptr;
+  std::uint64_t dropped = 0;  // events lost once the buffer cap was reached
+};
+
+extern std::atomic<bool> trace_on;
+inline bool tracing() { return trace_on.load(std::memory_order_relaxed); }
+
+// Start/stop from the environment (GORO_TRACE=<file>): called at runtime
+// start, and when goro::run returns or the process exits. They report
+// problems on stderr and never throw.
+void trace_env_start();
+void trace_env_stop();
+
+// Out-of-line recorders (trace.cpp); called only while tracing.
+void trace_go_create_slow(G* gp, G* parent);
+void trace_go_start_slow(G* gp);
+void trace_go_park_slow(G* gp);
+void trace_go_preempt_slow(G* gp, bool async);
+void trace_go_end_slow(G* gp);
+void trace_go_unpark_slow(G* gp);
+void trace_steal_slow(G* gp, P* victim);
+void trace_sys_enter_slow(G* gp);
+void trace_sys_exit_slow(G* gp, bool got_p);
+void trace_sys_block_slow(G* gp);
+void trace_handoff_slow(P* pp);
+void trace_preempt_req_slow(G* gp, P* pp);
+void trace_netpoll_slow(G* first, std::int32_t n);
+
+// The hooks: one flag test each when tracing is off.
+#define GORO_TRACE_HOOK(name, params, args) \
+  inline void name params {                 \
+    if (tracing()) [[unlikely]]             \
+      name##_slow args;                     \
+  }
+GORO_TRACE_HOOK(trace_go_create, (G * gp, G* parent), (gp, parent))
+GORO_TRACE_HOOK(trace_go_start, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_go_park, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_go_preempt, (G * gp, bool async), (gp, async))
+GORO_TRACE_HOOK(trace_go_end, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_go_unpark, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_steal, (G * gp, P* victim), (gp, victim))
+GORO_TRACE_HOOK(trace_sys_enter, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_sys_exit, (G * gp, bool got_p), (gp, got_p))
+GORO_TRACE_HOOK(trace_sys_block, (G * gp), (gp))
+GORO_TRACE_HOOK(trace_handoff, (P * pp), (pp))
+GORO_TRACE_HOOK(trace_preempt_req, (G * gp, P* pp), (gp, pp))
+GORO_TRACE_HOOK(trace_netpoll, (G * first, std::int32_t n), (first, n))
+#undef GORO_TRACE_HOOK
+
+}  // namespace goro::rt

@@ -1,0 +1,719 @@
+// Execution trace (goro::trace, GORO_TRACE): a small program's trace is
+// valid JSON in Chrome's Trace Event format, its begin/end events pair up
+// per track, every goroutine that ran is named after its function, spawns
+// name their parent, unparks their waker, parks their wait reason; the API
+// refuses bad use with the documented exceptions.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <goro/chan.hpp>
+#include <goro/goro.hpp>
+#include <goro/runtime.hpp>
+#include <goro/sync.hpp>
+#include <goro/time.hpp>
+#include <goro/trace.hpp>
+#include <goro/wait_group.hpp>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// A tiny JSON reader (RFC 8259 subset enough to validate: objects, arrays,
+// strings with escapes, numbers, true/false/null). Throws on any error.
+
+struct json {
+  enum kind_t { null, boolean, number, string, array, object } kind = null;
+  bool b = false;
+  double num = 0;
+  std::string str;
+  std::vector<json> arr;
+  std::vector<std::pair<std::string, json>> obj;
+
+  const json* get(const std::string& k) const {
+    for (auto& [key, v] : obj)
+      if (key == k) return &v;
+    return nullptr;
+  }
+};
+
+struct json_parser {
+  const std::string& s;
+  std::size_t i = 0;
+
+  [[noreturn]] void fail(const char* what) {
+    throw std::runtime_error(std::string("JSON: ") + what + " at offset " +
+                             std::to_string(i));
+  }
+  void ws() {
+    while (i < s.size() &&
+           (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t'))
+      i++;
+  }
+  void expect(char c) {
+    ws();
+    if (i >= s.size() || s[i] != c) fail("unexpected character");
+    i++;
+  }
+  std::string parse_string() {
+    expect('"');
+    std::string out;
+    while (true) {
+      if (i >= s.size()) fail("unterminated string");
+      char c = s[i++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("control character");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (i >= s.size()) fail("bad escape");
+      char e = s[i++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u':
+          if (i + 4 > s.size()) fail("bad \\u");
+          for (int k = 0; k < 4; k++)
+            if (!std::isxdigit(static_cast<unsigned char>(s[i + k])))
+              fail("bad \\u");
+          out += '?';
+          i += 4;
+          break;
+        default:
+          fail("bad escape");
+      }
+    }
+  }
+  json parse_value() {
+    ws();
+    if (i >= s.size()) fail("unexpected end");
+    json v;
+    char c = s[i];
+    if (c == '{') {
+      v.kind = json::object;
+      i++;
+      ws();
+      if (i < s.size() && s[i] == '}') {
+        i++;
+        return v;
+      }
+      while (true) {
+        std::string k = parse_string();
+        expect(':');
+        v.obj.emplace_back(k, parse_value());
+        ws();
+        if (i < s.size() && s[i] == ',') {
+          i++;
+          continue;
+        }
+        expect('}');
+        return v;
+      }
+    }
+    if (c == '[') {
+      v.kind = json::array;
+      i++;
+      ws();
+      if (i < s.size() && s[i] == ']') {
+        i++;
+        return v;
+      }
+      while (true) {
+        v.arr.push_back(parse_value());
+        ws();
+        if (i < s.size() && s[i] == ',') {
+          i++;
+          continue;
+        }
+        expect(']');
+        return v;
+      }
+    }
+    if (c == '"') {
+      v.kind = json::string;
+      v.str = parse_string();
+      return v;
+    }
+    for (const char* lit : {"true", "false", "null"}) {
+      std::size_t n = std::strlen(lit);
+      if (s.compare(i, n, lit) == 0) {
+        i += n;
+        v.kind = lit[0] == 'n' ? json::null : json::boolean;
+        v.b = lit[0] == 't';
+        return v;
+      }
+    }
+    // Number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+    std::size_t start = i;
+    if (s[i] == '-') i++;
+    if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i])))
+      fail("bad value");
+    if (s[i] == '0')
+      i++;
+    else
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])))
+        i++;
+    if (i < s.size() && s[i] == '.') {
+      i++;
+      if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i])))
+        fail("bad fraction");
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])))
+        i++;
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      i++;
+      if (i < s.size() && (s[i] == '+' || s[i] == '-')) i++;
+      if (i >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i])))
+        fail("bad exponent");
+      while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])))
+        i++;
+    }
+    v.kind = json::number;
+    v.num = std::strtod(s.c_str() + start, nullptr);
+    return v;
+  }
+  json parse() {
+    json v = parse_value();
+    ws();
+    if (i != s.size()) fail("trailing characters");
+    return v;
+  }
+};
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  json_parser p{text};
+  return p.parse();
+}
+
+std::string tmp_path(const char* name) {
+  return "/tmp/goro_trace_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+const std::string& sarg(const json& ev, const char* k) {
+  static const std::string empty;
+  const json* a = ev.get("args");
+  const json* v = a ? a->get(k) : nullptr;
+  return v && v->kind == json::string ? v->str : empty;
+}
+double narg(const json& ev, const char* k) {
+  const json* a = ev.get("args");
+  const json* v = a ? a->get(k) : nullptr;
+  return v && v->kind == json::number ? v->num : -1;
+}
+std::string field(const json& ev, const char* k) {
+  const json* v = ev.get(k);
+  return v && v->kind == json::string ? v->str : std::string();
+}
+
+// The checks every trace must pass; returns the events.
+const std::vector<json>& check_wellformed(const json& doc) {
+  EXPECT_EQ(doc.kind, json::object);
+  const json* evs = doc.get("traceEvents");
+  if (evs == nullptr || evs->kind != json::array)
+    throw std::runtime_error("no traceEvents array");
+  // Per track (pid, tid): B/E nest properly, end balanced, time ordered.
+  std::map<std::pair<double, double>, int> depth;
+  std::map<std::pair<double, double>, double> last_ts;
+  for (const json& e : evs->arr) {
+    std::string ph = field(e, "ph");
+    EXPECT_FALSE(ph.empty());
+    if (ph == "M") continue;
+    const json* pid = e.get("pid");
+    const json* tid = e.get("tid");
+    const json* ts = e.get("ts");
+    EXPECT_TRUE(pid && tid && ts);
+    if (!(pid && tid && ts)) continue;
+    auto key = std::make_pair(pid->num, tid->num);
+    auto it = last_ts.find(key);
+    if (it != last_ts.end()) {
+      EXPECT_GE(ts->num, it->second);
+    }
+    last_ts[key] = ts->num;
+    if (ph == "B") depth[key]++;
+    if (ph == "E") {
+      depth[key]--;
+      EXPECT_GE(depth[key], 0)
+          << "E without B on track " << pid->num << "/" << tid->num;
+    }
+  }
+  for (auto& [k, d] : depth)
+    EXPECT_EQ(d, 0) << "unclosed slice on track " << k.first << "/" << k.second;
+  return evs->arr;
+}
+
+TEST(Trace, SmallProgramIsValidAndNamed) {
+  std::string path = tmp_path("small.json");
+  std::uint64_t main_goid = 0, pinger = 0, ponger = 0;
+  goro::options opt;
+  opt.gomaxprocs = 2;
+  goro::run(opt, [&] {
+    goro::gomaxprocs(2);
+    goro::trace::start(path);
+    EXPECT_TRUE(goro::trace::active());
+    main_goid = goro::goroutine_id();
+    goro::wait_group wg;
+    // Channel ping-pong.
+    auto ping = goro::make_chan<int>();
+    auto pong = goro::make_chan<int>();
+    wg.add(2);
+    goro::go([&] {
+      pinger = goro::goroutine_id();
+      for (int i = 0; i < 50; i++) {
+        ping.send(i);
+        pong.recv();
+      }
+      wg.done();
+    });
+    goro::go([&] {
+      ponger = goro::goroutine_id();
+      for (int i = 0; i < 50; i++) {
+        int v = ping.recv().value();
+        pong.send(v);
+      }
+      wg.done();
+    });
+    // A sleep.
+    wg.add(1);
+    goro::go([&] {
+      goro::sleep(std::chrono::milliseconds(2));
+      wg.done();
+    });
+    // A contended mutex: the holder sleeps while the others wait.
+    goro::mutex mu;
+    int counter = 0;
+    mu.lock();
+    for (int i = 0; i < 3; i++) {
+      wg.add(1);
+      goro::go([&] {
+        mu.lock();
+        counter++;
+        mu.unlock();
+        wg.done();
+      });
+    }
+    goro::sleep(std::chrono::milliseconds(3));
+    mu.unlock();
+    wg.wait();
+    EXPECT_EQ(counter, 3);
+    goro::trace::stop();
+    EXPECT_FALSE(goro::trace::active());
+    return 0;
+  });
+  auto st = goro::trace::last_stats();
+  EXPECT_GT(st.events, 100u);
+  EXPECT_EQ(st.dropped, 0u);
+
+  json doc = read_json(path);
+  const auto& evs = check_wellformed(doc);
+
+  std::set<double> ran, named_ok, spawned;
+  std::set<std::string> reasons;
+  std::map<double, double> parent_of;
+  bool unpark_by_partner = false;
+  bool p_track = false, m_track = false;
+  for (const json& e : evs) {
+    std::string ph = field(e, "ph"), cat = field(e, "cat"),
+                name = field(e, "name");
+    if (ph == "M" && name == "thread_name") {
+      std::string n = sarg(e, "name");
+      if (!n.empty() && n[0] == 'P') p_track = true;
+      if (!n.empty() && n[0] == 'M') m_track = true;
+    }
+    if (ph == "B" && cat == "goroutine") {
+      double g = narg(e, "goid");
+      ran.insert(g);
+      std::string fn = sarg(e, "function");
+      // The user's lambda, named through goro's spawn plumbing, or (for
+      // the main goroutine) goro::run's own.
+      if (!fn.empty() && fn != "goroutine" &&
+          fn.find("goro::detail::closure") == std::string::npos)
+        named_ok.insert(g);
+      else
+        ADD_FAILURE() << "badly named goroutine " << g << ": '" << fn << "'";
+      if (g == double(pinger)) {
+        EXPECT_NE(fn.find("TestBody"), std::string::npos) << fn;
+      }
+    }
+    if (ph == "i" && cat == "spawn") {
+      ASSERT_GE(narg(e, "parent"), 0) << "spawn without a parent field";
+      spawned.insert(narg(e, "goid"));
+      parent_of[narg(e, "goid")] = narg(e, "parent");
+    }
+    if (ph == "i" && cat == "park") {
+      EXPECT_FALSE(sarg(e, "reason").empty());
+      reasons.insert(sarg(e, "reason"));
+    }
+    if (ph == "i" && cat == "unpark") {
+      EXPECT_GE(narg(e, "waker"), 0) << "unpark without a waker";
+      EXPECT_FALSE(sarg(e, "waker_name").empty());
+      double g = narg(e, "goid"), w = narg(e, "waker");
+      if ((g == double(pinger) && w == double(ponger)) ||
+          (g == double(ponger) && w == double(pinger)))
+        unpark_by_partner = true;
+    }
+  }
+  EXPECT_TRUE(p_track);
+  EXPECT_TRUE(m_track);
+  EXPECT_EQ(ran, named_ok);
+  EXPECT_TRUE(ran.count(double(pinger)) && ran.count(double(ponger)));
+  // Six goroutines spawned by main while tracing, each naming it.
+  EXPECT_EQ(spawned.size(), 6u);
+  for (auto& [child, parent] : parent_of)
+    EXPECT_EQ(parent, double(main_goid)) << "child " << child;
+  EXPECT_TRUE(unpark_by_partner);
+  std::string all;
+  for (auto& r : reasons) all += "[" + r + "] ";
+  // Unbuffered ping-pong: each round one side parks, on send or receive.
+  EXPECT_TRUE(reasons.count("chan receive") || reasons.count("chan send"))
+      << all;
+  EXPECT_TRUE(reasons.count("sleep"));
+  EXPECT_TRUE(reasons.count("sync.Mutex.Lock"));
+  EXPECT_TRUE(reasons.count("sync.WaitGroup.Wait"));
+  std::remove(path.c_str());
+}
+
+TEST(Trace, BlockingCallsAndHandoffsAreRecorded) {
+  std::string path = tmp_path("sys.json");
+  goro::options opt;
+  opt.gomaxprocs = 2;
+  goro::run(opt, [&] {
+    goro::trace::start(path);
+    goro::wait_group wg;
+    for (int i = 0; i < 2; i++) {
+      wg.add(1);
+      goro::go([&] {
+        // A call long enough for sysmon to hand the P off (>= 20 us).
+        goro::blocking([] { ::usleep(30 * 1000); });
+        {
+          goro::blocking_scope b(/*long_call=*/true);  // handed off at once
+          ::usleep(1000);
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    goro::trace::stop();
+    return 0;
+  });
+  json doc = read_json(path);
+  const auto& evs = check_wellformed(doc);
+  int syscalls = 0, handoffs = 0, blocks = 0;
+  for (const json& e : evs) {
+    if (field(e, "ph") == "B" && field(e, "cat") == "syscall") syscalls++;
+    if (field(e, "ph") == "i" && field(e, "name").rfind("handoff", 0) == 0)
+      handoffs++;
+    if (field(e, "ph") == "i" &&
+        field(e, "name").rfind("blocking call", 0) == 0)
+      blocks++;
+  }
+  EXPECT_GE(syscalls, 4);
+  EXPECT_GE(blocks, 2);
+  EXPECT_GE(handoffs, 2);
+  std::remove(path.c_str());
+}
+
+TEST(Trace, BadUseThrows) {
+  EXPECT_THROW(goro::trace::stop(), std::logic_error);
+  EXPECT_THROW(goro::trace::start("/nonexistent-dir/x/trace.json"),
+               std::system_error);
+  EXPECT_FALSE(goro::trace::active());
+  std::string path = tmp_path("twice.json");
+  goro::trace::start(path);
+  EXPECT_THROW(goro::trace::start(tmp_path("other.json")), std::logic_error);
+  goro::trace::stop();
+  EXPECT_THROW(goro::trace::stop(), std::logic_error);
+  // The first trace is intact; a second one can be taken.
+  EXPECT_NO_THROW(check_wellformed(read_json(path)));
+  goro::trace::start(path);
+  goro::trace::stop();
+  EXPECT_NO_THROW(check_wellformed(read_json(path)));
+  std::remove(path.c_str());
+}
+
+TEST(Trace, BufferCapDropsAndCounts) {
+  // 1 MiB: 16 chunks of 64 KiB; far more events than fit.
+  ::setenv("GORO_TRACE_BUFFER", "1", 1);
+  std::string path = tmp_path("cap.json");
+  goro::run([&] {
+    goro::trace::start(path);
+    for (int i = 0; i < 100000; i++) goro::gosched();
+    goro::trace::stop();
+    return 0;
+  });
+  ::unsetenv("GORO_TRACE_BUFFER");
+  auto st = goro::trace::last_stats();
+  EXPECT_GT(st.dropped, 0u);
+  EXPECT_LE(st.events, 16u * 2048u);
+  json doc = read_json(path);
+  check_wellformed(doc);
+  const json* other = doc.get("otherData");
+  ASSERT_NE(other, nullptr);
+  ASSERT_NE(other->get("dropped"), nullptr);
+  EXPECT_EQ(other->get("dropped")->num, double(st.dropped));
+  std::remove(path.c_str());
+}
+
+TEST(TraceDeathTest, GoroTraceEnvWritesAtRunReturn) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The child is this binary run again (threadsafe style), with another
+  // pid: it finds the path in the environment the parent set.
+  const char* inherited = std::getenv("GORO_TRACE_TEST_PATH");
+  std::string path = inherited ? inherited : tmp_path("env.json");
+  ::setenv("GORO_TRACE_TEST_PATH", path.c_str(), 1);
+  if (!inherited) std::remove(path.c_str());
+  // The child starts the runtime with GORO_TRACE set; the file must be
+  // complete when goro::run returns, before exit.
+  EXPECT_EXIT(
+      {
+        ::setenv("GORO_TRACE", path.c_str(), 1);
+        goro::run([] {
+          auto c = goro::make_chan<int>();
+          goro::go([&] { c.send(1); });
+          (void)c.recv();
+          return 0;
+        });
+        std::ifstream in(path);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::string text = ss.str();
+        json_parser p{text};
+        json doc = p.parse();
+        std::_Exit(doc.get("traceEvents") && !goro::trace::active() ? 0 : 3);
+      },
+      testing::ExitedWithCode(0), "");
+  json doc = read_json(path);
+  const auto& evs = check_wellformed(doc);
+  int slices = 0;
+  for (const json& e : evs)
+    if (field(e, "ph") == "B") slices++;
+  EXPECT_GE(slices, 2);
+  std::remove(path.c_str());
+}
+
+// ---------------------------------------------------------------------------
+// goro_tracesvg
+
+// Well-formed XML (no DTD): balanced tags, quoted attributes, known
+// entities, one root. Returns the element names in document order, with
+// their class attribute ("g.lane p-lane").
+[[maybe_unused]] std::vector<std::string> check_xml(const std::string& x) {
+  std::vector<std::string> out, stack;
+  std::size_t i = 0;
+  auto fail = [&](const std::string& why) {
+    throw std::runtime_error("XML: " + why + " at offset " + std::to_string(i));
+  };
+  auto is_name = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == ':' || c == '.';
+  };
+  int roots = 0;
+  while (i < x.size()) {
+    if (x[i] != '<') {
+      if (x[i] == '&') {
+        std::size_t semi = x.find(';', i);
+        if (semi == std::string::npos) fail("bad entity");
+        std::string ent = x.substr(i + 1, semi - i - 1);
+        if (ent != "amp" && ent != "lt" && ent != "gt" && ent != "quot" &&
+            ent != "apos" && (ent.empty() || ent[0] != '#'))
+          fail("unknown entity " + ent);
+      }
+      if (stack.empty() && !std::isspace(static_cast<unsigned char>(x[i])))
+        fail("text outside the root");
+      i++;
+      continue;
+    }
+    if (x.compare(i, 5, "<?xml") == 0) {
+      std::size_t e = x.find("?>", i);
+      if (e == std::string::npos || i != 0) fail("bad declaration");
+      i = e + 2;
+      continue;
+    }
+    if (x.compare(i, 2, "</") == 0) {
+      std::size_t e = x.find('>', i);
+      if (e == std::string::npos) fail("unterminated end tag");
+      std::string name = x.substr(i + 2, e - i - 2);
+      if (stack.empty() || stack.back() != name) fail("mismatched </" + name);
+      stack.pop_back();
+      i = e + 1;
+      continue;
+    }
+    i++;
+    std::size_t n0 = i;
+    while (i < x.size() && is_name(x[i])) i++;
+    std::string name = x.substr(n0, i - n0);
+    if (name.empty()) fail("empty tag name");
+    std::string cls;
+    while (true) {
+      while (i < x.size() && std::isspace(static_cast<unsigned char>(x[i])))
+        i++;
+      if (i >= x.size()) fail("unterminated tag");
+      if (x[i] == '>' || x.compare(i, 2, "/>") == 0) break;
+      std::size_t a0 = i;
+      while (i < x.size() && is_name(x[i])) i++;
+      std::string attr = x.substr(a0, i - a0);
+      if (attr.empty() || i >= x.size() || x[i] != '=' || i + 1 >= x.size() ||
+          x[i + 1] != '"')
+        fail("bad attribute in <" + name);
+      std::size_t v = x.find('"', i + 2);
+      if (v == std::string::npos) fail("unterminated attribute");
+      std::string val = x.substr(i + 2, v - i - 2);
+      if (val.find('<') != std::string::npos) fail("'<' in attribute");
+      if (attr == "class") cls = val;
+      i = v + 1;
+    }
+    if (stack.empty()) {
+      if (++roots > 1) fail("two roots");
+    }
+    out.push_back(cls.empty() ? name : name + "." + cls);
+    if (x[i] == '>') {
+      stack.push_back(name);
+      i++;
+    } else {
+      i += 2;
+    }
+  }
+  if (!stack.empty()) fail("unclosed <" + stack.back() + ">");
+  if (roots != 1) fail("no root");
+  return out;
+}
+
+[[maybe_unused]] std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TraceSvg, RendersOneLanePerP) {
+#ifndef GORO_TRACESVG
+  GTEST_SKIP() << "goro_tracesvg not built";
+#else
+  // scripts/check_trace_svg.sh keeps the files to open them in Chromium.
+  const char* keep = std::getenv("GORO_TRACE_KEEP_DIR");
+  std::string trace =
+      keep ? std::string(keep) + "/trace.json" : tmp_path("svg.json");
+  std::string svg =
+      keep ? std::string(keep) + "/trace.svg" : tmp_path("svg.svg");
+  goro::options opt;
+  opt.gomaxprocs = 2;
+  goro::run(opt, [&] {
+    goro::gomaxprocs(2);
+    goro::trace::start(trace);
+    goro::wait_group wg;
+    // Work for both Ps: goroutines that compute and yield now and then.
+    std::atomic<std::uint64_t> sink{0};
+    for (int g = 0; g < 8; g++) {
+      wg.add(1);
+      goro::go([&, g] {
+        std::uint64_t x = std::uint64_t(g) + 1;
+        for (int round = 0; round < 20; round++) {
+          for (int k = 0; k < 20000; k++) x = x * 6364136223846793005ULL + 1;
+          goro::gosched();
+        }
+        sink += x;
+        wg.done();
+      });
+    }
+    auto c = goro::make_chan<int>();
+    wg.add(1);
+    goro::go([&] {
+      for (int i = 0; i < 20; i++) c.send(i);
+      wg.done();
+    });
+    for (int i = 0; i < 20; i++) (void)c.recv();
+    wg.wait();
+    goro::trace::stop();
+    return 0;
+  });
+  std::string cmd = std::string(GORO_TRACESVG) + " " + trace + " " + svg;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+
+  // The P tracks the trace has.
+  int ptracks = 0;
+  json doc = read_json(trace);
+  for (const json& e : check_wellformed(doc))
+    if (field(e, "ph") == "M" && field(e, "name") == "thread_name" &&
+        sarg(e, "name").rfind("P", 0) == 0)
+      ptracks++;
+  ASSERT_GE(ptracks, 1);
+
+  std::string x = slurp(svg);
+  std::vector<std::string> elems = check_xml(x);
+  ASSERT_FALSE(elems.empty());
+  EXPECT_EQ(elems[0], "svg");
+  int plane = 0, rects = 0, axis = 0;
+  for (const std::string& e : elems) {
+    if (e == "g.lane p-lane") plane++;
+    if (e == "rect") rects++;
+    if (e == "g.axis") axis++;
+  }
+  EXPECT_EQ(plane, ptracks);
+  EXPECT_EQ(axis, 1);
+  EXPECT_GT(rects, 10);
+  // Slices carry the goroutines' names.
+  EXPECT_NE(x.find("TestBody"), std::string::npos);
+  if (!keep) {
+    std::remove(trace.c_str());
+    std::remove(svg.c_str());
+  }
+#endif
+}
+
+TEST(TraceSvg, BadInputIsRefused) {
+#ifndef GORO_TRACESVG
+  GTEST_SKIP() << "goro_tracesvg not built";
+#else
+  std::string bad = tmp_path("bad.json");
+  {
+    std::ofstream o(bad);
+    o << "{\"traceEvents\": [ {\"ph\": ";
+  }
+  std::string out = tmp_path("bad.svg");
+  std::string tool = GORO_TRACESVG;
+  int rc = std::system((tool + " " + bad + " " + out + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+  rc = std::system((tool + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 2) << rc;
+  rc = std::system(
+      (tool + " /nonexistent.json " + out + " 2>/dev/null").c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+  std::remove(bad.c_str());
+  std::remove(out.c_str());
+#endif
+}
+
+}  // namespace
