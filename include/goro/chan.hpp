@@ -26,10 +26,23 @@
 // bytes): cap * sizeof(T), rounded up to T's alignment, for chan<T>; cap
 // itself for chan<void>, whose elements count one byte each.
 //
-// goro::recv_chan<T> is a receive-only view of a channel (Go's <-chan T):
-// it converts implicitly from chan<T> and offers recv, try_recv, len, cap,
-// range-for and goro::case_recv, but no send or close. The channels of
-// goro::after, goro::timer and goro::ticker are recv_chans.
+// Directional views (Go's <-chan T and chan<- T), for APIs that hand out
+// only one end of a channel. Both convert implicitly from chan<T> and share
+// its channel (a copy of one pointer and a reference count):
+//   - goro::recv_chan<T>: recv, try_recv, len, cap, range-for and
+//     goro::case_recv; no send, no close. The channels of goro::after,
+//     goro::timer and goro::ticker are recv_chans.
+//   - goro::send_chan<T>: send, try_send, close (Go allows close on a
+//     chan<- T), len, cap and goro::case_send; no receive.
+// Neither converts back to chan<T>, nor one into the other (snippet: decls):
+//   goro::recv_chan<int> numbers(int n) {  // the caller can only receive
+//     auto ch = goro::make_chan<int>(n);
+//     goro::go([out = goro::send_chan<int>(ch), n] {
+//       for (int i = 0; i < n; i++) out.send(i);
+//       out.close();
+//     });
+//     return ch;
+//   }
 #pragma once
 
 #include <cstddef>
@@ -260,6 +273,43 @@ class recv_chan {
   // range-for: receives until the channel is closed and drained.
   iterator begin() const { return ch_.begin(); }
   std::nullptr_t end() const { return nullptr; }
+
+ private:
+  chan<T> ch_;
+};
+
+// A send-only view of a channel (Go's chan<- T): built implicitly from a
+// chan<T> (sharing it), it can send, try_send and close, and be used in
+// goro::case_send, but it cannot receive, and it does not convert back to
+// chan<T>. Default-constructed: a nil channel.
+template <class T>
+class send_chan {
+ public:
+  using value_type = T;
+
+  send_chan() = default;  // nil channel
+  send_chan(chan<T> ch) noexcept : ch_(std::move(ch)) {}
+
+  // As chan<T>::send / try_send (chan<void>: no argument).
+  template <class... V>
+    requires requires(const chan<T>& c, V&&... v) {
+      c.send(std::forward<V>(v)...);
+    }
+  void send(V&&... v) const { ch_.send(std::forward<V>(v)...); }
+  template <class... V>
+    requires requires(const chan<T>& c, V&&... v) {
+      c.try_send(std::forward<V>(v)...);
+    }
+  bool try_send(V&&... v) const { return ch_.try_send(std::forward<V>(v)...); }
+  // Throws goro::channel_error on a nil or already-closed channel.
+  void close() const { ch_.close(); }
+  std::size_t len() const noexcept { return ch_.len(); }
+  std::size_t cap() const noexcept { return ch_.cap(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ch_); }
+  detail::hchan* raw() const noexcept { return ch_.raw(); }
+  friend bool operator==(const send_chan& a, const send_chan& b) noexcept {
+    return a.ch_ == b.ch_;
+  }
 
  private:
   chan<T> ch_;

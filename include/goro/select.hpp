@@ -25,7 +25,9 @@
 //   }));
 //
 // case_recv accepts a chan<T> or a receive-only recv_chan<T> (such as
-// goro::after(d) or a timer's c).
+// goro::after(d) or a timer's c); case_send a chan<T> or a send-only
+// send_chan<T>. For a set of cases known only at run time (Go's
+// reflect.Select), see goro::dynamic_select below.
 //
 // Evaluation order: Go evaluates every case's channel operand and send
 // value exactly once, in source order, before the select starts. Here they
@@ -42,10 +44,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <goro/chan.hpp>
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace goro {
 
@@ -101,8 +105,8 @@ template <class T, class Fn>
 class send_case {
  public:
   template <class V>
-  send_case(const chan<T>& ch, V&& v, Fn fn)
-      : c_(ch.raw()), v_(std::forward<V>(v)), fn_(std::move(fn)) {}
+  send_case(hchan* c, V&& v, Fn fn)
+      : c_(c), v_(std::forward<V>(v)), fn_(std::move(fn)) {}
   void fill(scase& s) { s = scase{c_, &v_, true}; }
   void complete(bool) {
     if constexpr (!std::is_same_v<Fn, no_callback>) fn_();
@@ -117,7 +121,7 @@ class send_case {
 template <class Fn>
 class send_case<void, Fn> {
  public:
-  send_case(const chan<void>& ch, Fn fn) : c_(ch.raw()), fn_(std::move(fn)) {}
+  send_case(hchan* c, Fn fn) : c_(c), fn_(std::move(fn)) {}
   void fill(scase& s) { s = scase{c_, &e_, true}; }
   void complete(bool) {
     if constexpr (!std::is_same_v<Fn, no_callback>) fn_();
@@ -148,6 +152,25 @@ using recv_elem_t = typename recv_source<std::remove_cvref_t<C>>::type;
 template <class C>
 concept receivable = requires {
   typename recv_elem_t<C>;
+};
+
+// The element type of a channel a case can send to: chan<T> or
+// send_chan<T>.
+template <class C>
+struct send_target {};
+template <class T>
+struct send_target<chan<T>> {
+  using type = T;
+};
+template <class T>
+struct send_target<send_chan<T>> {
+  using type = T;
+};
+template <class C>
+using send_elem_t = typename send_target<std::remove_cvref_t<C>>::type;
+template <class C>
+concept sendable = requires {
+  typename send_elem_t<C>;
 };
 
 template <class C>
@@ -188,24 +211,33 @@ auto case_recv(const C& ch, bool& ok) {
   return detail::recv_case<void, bool*, detail::no_callback>(ch.raw(), &ok, {});
 }
 
+// The send cases take a chan<T> or a send-only send_chan<T> (C below).
+//
 // Send v (moved into the case; sent only if this case is chosen).
-template <class T, class V>
-  requires(!std::is_void_v<T>)
-auto case_send(const chan<T>& ch, V&& v) {
-  return detail::send_case<T, detail::no_callback>(ch, std::forward<V>(v), {});
+template <detail::sendable C, class V>
+  requires(!std::is_void_v<detail::send_elem_t<C>>)
+auto case_send(const C& ch, V&& v) {
+  return detail::send_case<detail::send_elem_t<C>, detail::no_callback>(
+      ch.raw(), std::forward<V>(v), {});
 }
-template <class T, class V, class Fn>
-  requires(!std::is_void_v<T>)
-auto case_send(const chan<T>& ch, V&& v, Fn&& fn) {
-  return detail::send_case<T, std::decay_t<Fn>>(ch, std::forward<V>(v),
-                                                std::forward<Fn>(fn));
+// Send v and call fn() if this case is chosen.
+template <detail::sendable C, class V, class Fn>
+  requires(!std::is_void_v<detail::send_elem_t<C>>)
+auto case_send(const C& ch, V&& v, Fn&& fn) {
+  return detail::send_case<detail::send_elem_t<C>, std::decay_t<Fn>>(
+      ch.raw(), std::forward<V>(v), std::forward<Fn>(fn));
 }
-inline auto case_send(const chan<void>& ch) {
-  return detail::send_case<void, detail::no_callback>(ch, {});
+// chan<void>: send a signal.
+template <detail::sendable C>
+  requires std::is_void_v<detail::send_elem_t<C>>
+auto case_send(const C& ch) {
+  return detail::send_case<void, detail::no_callback>(ch.raw(), {});
 }
-template <class Fn>
-auto case_send(const chan<void>& ch, Fn&& fn) {
-  return detail::send_case<void, std::decay_t<Fn>>(ch, std::forward<Fn>(fn));
+template <detail::sendable C, class Fn>
+  requires std::is_void_v<detail::send_elem_t<C>>
+auto case_send(const C& ch, Fn&& fn) {
+  return detail::send_case<void, std::decay_t<Fn>>(ch.raw(),
+                                                   std::forward<Fn>(fn));
 }
 
 inline detail::default_case case_default() { return {}; }
@@ -252,5 +284,213 @@ std::size_t select(Cases&&... cases) {
       ...);
   return result;
 }
+
+// ---------------------------------------------------------------------------
+// goro::dynamic_select: a select over cases known only at run time (Go's
+// reflect.Select), e.g. fan-in of N channels without a goroutine per
+// channel. Cases are added one by one (any mix of element types, chan<T>,
+// recv_chan<T>, send_chan<T>), and select() runs Go's selectgo over them:
+// the same engine, fairness (a random poll order each time) and rules as
+// goro::select. Example (snippet: goroutine):
+//   std::vector<goro::chan<int>> inputs;
+//   for (int i = 0; i < 3; i++) {
+//     inputs.push_back(goro::make_chan<int>(1));
+//     inputs.back().send(i);
+//     inputs.back().close();
+//   }
+//   goro::dynamic_select sel;
+//   for (const auto& in : inputs) sel.add_recv(in);
+//   int sum = 0;
+//   for (std::size_t open = inputs.size(); open > 0;) {
+//     auto r = sel.select();                // blocks: no default case
+//     if (!r.recv_ok) {                     // closed and drained:
+//       sel.disable(r.index);               // ignore it from now on
+//       open--;
+//     } else {
+//       sum += *sel.take<int>(r.index);     // the value received
+//     }
+//   }
+//   std::printf("sum %d\n", sum);          // sum 3
+//
+// Rules, as reflect.Select's:
+//   - add_recv / add_send / add_default return the case's index, which is
+//     what select() reports. At most one default case (std::logic_error);
+//     with one, select() never blocks. At most 65535 channel cases
+//     (std::length_error).
+//   - A nil channel (default-constructed, or a case disable()d or given a
+//     nil channel by set_chan) is never ready; a select whose cases are all
+//     nil and that has no default blocks forever, as select {} does.
+//   - A receive case keeps what it received until take<T>(index) moves it
+//     out or the next select() discards it; a callback given to add_recv
+//     gets it instead (fn(std::optional<T>), or fn(bool) for chan<void>),
+//     run by select() after every channel lock is released.
+//   - A send case owns its value; a select() that sends it consumes it, and
+//     the case must be given a new one (set_send_value) before a later
+//     select() may use it (otherwise select() throws std::logic_error).
+//   - A send on a closed channel throws goro::channel_error, as goro::select.
+// A dynamic_select is used by one goroutine at a time; it holds a reference
+// to each of its channels. It is movable, not copyable.
+class dynamic_select;
+
+namespace detail {
+// One case, type-erased. elem: storage for one element of the channel's
+// type (ops says which), owned by the case; `full` tells whether it holds a
+// live element (a send value, or a received value not taken yet).
+struct dyn_case {
+  hchan* c = nullptr;  // a counted reference, or null (nil channel)
+  void* elem = nullptr;
+  const elem_ops* ops = nullptr;
+  enum kind_t : std::uint8_t { recv, send, dflt } kind = recv;
+  bool full = false;
+  // Run by select() when this case is chosen (optional).
+  void (*call)(dyn_case&, void* fn, bool ok) = nullptr;
+  void* fn = nullptr;  // the callable, owned (destroyed by drop)
+  void (*drop)(void* fn) noexcept = nullptr;
+};
+}  // namespace detail
+
+class dynamic_select {
+ public:
+  // What select() did: the index of the case that ran (the default case's
+  // index when none was ready), and for a receive whether a value arrived
+  // (false: the channel was closed and drained).
+  struct result {
+    std::size_t index;
+    bool recv_ok;
+  };
+
+  dynamic_select() = default;
+  dynamic_select(dynamic_select&& o) noexcept;
+  dynamic_select& operator=(dynamic_select&& o) noexcept;
+  dynamic_select(const dynamic_select&) = delete;
+  dynamic_select& operator=(const dynamic_select&) = delete;
+  ~dynamic_select();
+
+  // A receive case on a chan<T> or recv_chan<T>.
+  template <detail::receivable C>
+  std::size_t add_recv(const C& ch) {
+    return add(detail::dyn_case::recv, ch.raw(),
+               &detail::elem_ops_for<detail::recv_elem_t<C>>::ops);
+  }
+  // A receive case whose value goes to fn (std::optional<T>; bool for
+  // chan<void>) when select() chooses it.
+  template <detail::receivable C, class Fn>
+  std::size_t add_recv(const C& ch, Fn&& fn) {
+    using T = detail::recv_elem_t<C>;
+    using F = std::decay_t<Fn>;
+    std::size_t i = add_recv(ch);
+    set_callback(
+        i, new F(std::forward<Fn>(fn)),
+        [](detail::dyn_case& dc, void* f, bool ok) {
+          if constexpr (std::is_void_v<T>) {
+            (*static_cast<F*>(f))(ok);
+          } else {
+            (*static_cast<F*>(f))(take_from<T>(dc));
+          }
+        },
+        [](void* f) noexcept { delete static_cast<F*>(f); });
+    return i;
+  }
+  // A send case on a chan<T> or send_chan<T>, owning v until it is sent.
+  template <detail::sendable C, class V>
+    requires(!std::is_void_v<detail::send_elem_t<C>>)
+  std::size_t add_send(const C& ch, V&& v) {
+    using T = detail::send_elem_t<C>;
+    std::size_t i =
+        add(detail::dyn_case::send, ch.raw(), &detail::elem_ops_for<T>::ops);
+    try {
+      set_send_value<T>(i, std::forward<V>(v));
+    } catch (...) {
+      pop_back();
+      throw;
+    }
+    return i;
+  }
+  // A send case on a chan<void> (a signal; never consumed).
+  template <detail::sendable C>
+    requires std::is_void_v<detail::send_elem_t<C>> std::size_t add_send(
+        const C& ch) {
+      std::size_t i = add(detail::dyn_case::send, ch.raw(),
+                          &detail::elem_ops_for<void>::ops);
+      cases_[i].full = true;
+      return i;
+    }
+  // Makes select() non-blocking: it returns this case's index when no other
+  // case is ready.
+  std::size_t add_default();
+
+  // Gives send case i a new value to send (T: the case's element type).
+  template <class T, class V = T>
+  void set_send_value(std::size_t i, V&& v) {
+    detail::dyn_case& dc =
+        checked(i, detail::dyn_case::send, &detail::elem_ops_for<T>::ops);
+    empty(dc);
+    ::new (dc.elem) T(std::forward<V>(v));
+    dc.full = true;
+  }
+  // Points case i at another channel of the same element type and a
+  // direction that allows the case's operation (a nil one disables it).
+  // Throws std::invalid_argument otherwise.
+  template <class C>
+    requires(detail::receivable<C> || detail::sendable<C>)
+  void set_chan(std::size_t i, const C& ch) {
+    const detail::elem_ops* ops;
+    if constexpr (detail::receivable<C>)
+      ops = &detail::elem_ops_for<detail::recv_elem_t<C>>::ops;
+    else
+      ops = &detail::elem_ops_for<detail::send_elem_t<C>>::ops;
+    replace_chan(i, ch.raw(), ops, detail::receivable<C>, detail::sendable<C>);
+  }
+  // Sets case i's channel to nil: it is never chosen again (Go's idiom for
+  // an input that has been closed).
+  void disable(std::size_t i);
+
+  // The value that receive case i received in the last select(), moved out
+  // (nullopt if it received none, or it was already taken). Throws
+  // std::invalid_argument if case i is not a receive case of element type T.
+  template <class T>
+  std::optional<T> take(std::size_t i) {
+    return take_from<T>(
+        checked(i, detail::dyn_case::recv, &detail::elem_ops_for<T>::ops));
+  }
+
+  // Runs the select (Go's selectgo) over the cases added.
+  result select();
+
+  std::size_t size() const noexcept { return cases_.size(); }
+
+ private:
+  std::size_t add(detail::dyn_case::kind_t k, detail::hchan* c,
+                  const detail::elem_ops* ops);
+  void pop_back() noexcept;
+  void set_callback(std::size_t i, void* fn,
+                    void (*call)(detail::dyn_case&, void*, bool),
+                    void (*drop)(void*) noexcept) noexcept;
+  detail::dyn_case& checked(std::size_t i, detail::dyn_case::kind_t k,
+                            const detail::elem_ops* ops);
+  void replace_chan(std::size_t i, detail::hchan* c,
+                    const detail::elem_ops* ops, bool can_recv, bool can_send);
+  static void empty(detail::dyn_case& dc) noexcept;
+  void clear() noexcept;
+
+  template <class T>
+  static std::optional<T> take_from(detail::dyn_case& dc) {
+    if (!dc.full) return std::nullopt;
+    T* p = std::launder(static_cast<T*>(dc.elem));
+    std::optional<T> out(std::move(*p));
+    p->~T();
+    dc.full = false;
+    return out;
+  }
+
+  std::vector<detail::dyn_case> cases_;
+  std::size_t default_ = npos;  // the default case's index
+  std::size_t pending_ = npos;  // the receive case holding an untaken value
+  // Scratch for select(), kept to avoid allocating on every call.
+  std::vector<detail::scase> sc_;
+  std::vector<std::uint32_t> map_;  // sc_ index -> case index
+
+  static constexpr std::size_t npos = std::size_t(-1);
+};
 
 }  // namespace goro
