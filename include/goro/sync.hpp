@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,7 @@ class rwmutex;
 class once;
 class cond;
 class semaphore;
+class context;
 
 namespace detail {
 
@@ -301,9 +303,28 @@ class semaphore {
   // served, then takes them. Throws std::invalid_argument if n < 0 or
   // n > capacity() (such a request could never be met).
   void acquire(std::int64_t n = 1);
+  // As acquire(n), but gives up when ctx is done first (x/sync's
+  // Acquire(ctx, n)): returns ctx.err() without taking any units, or the
+  // empty error_code once it holds them. A context that is already done
+  // fails at once, even if the units are free. If ctx becomes done just as
+  // the units are granted, they are given back and ctx.err() is returned,
+  // so a non-empty result always means "not acquired" (snippet: goroutine):
+  //   goro::semaphore cpu(goro::gomaxprocs());
+  //   auto [ctx, cancel] = goro::with_timeout(goro::background(), 50ms);
+  //   if (std::error_code e = cpu.acquire(ctx)) {
+  //     std::printf("gave up: %s\n", e.message().c_str());
+  //   } else {
+  //     work();
+  //     cpu.release();
+  //   }
+  //   cancel();
+  [[nodiscard]] std::error_code acquire(const context& ctx, std::int64_t n = 1);
   // Takes n units if they are available now and nobody waits; never blocks.
   // Throws std::invalid_argument if n < 0.
   bool try_acquire(std::int64_t n = 1);
+  // As acquire(n), but waits at most d: true if it took the units, false
+  // (holding none) if d passed first. d <= 0 is try_acquire(n).
+  bool try_acquire_for(std::chrono::nanoseconds d, std::int64_t n = 1);
   // Gives back n units and wakes the waiters that can now be served, in
   // order. Throws std::invalid_argument if n < 0 and std::logic_error if
   // more units are released than are held (Go panics; here the semaphore
