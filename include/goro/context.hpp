@@ -71,6 +71,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <goro/chan.hpp>
 #include <goro/time.hpp>
 #include <memory>
@@ -106,6 +107,7 @@ namespace goro {
 
 class context;
 class cancel_func;
+class cancel_cause_func;
 
 namespace detail {
 struct ctx_node;     // one immutable node of the context tree
@@ -202,8 +204,14 @@ class context {
   friend context background() noexcept;
   friend context todo() noexcept;
   friend std::pair<context, cancel_func> with_cancel(const context&);
+  friend std::pair<context, cancel_cause_func> with_cancel_cause(
+      const context&);
   friend std::pair<context, cancel_func> with_deadline(const context&,
                                                        time_point);
+  friend context without_cancel(const context&);
+  friend std::error_code cause(const context&);
+  friend std::function<bool()> context_after_func(const context&,
+                                                  std::function<void()>);
   friend context detail::ctx_with_value(const context&, const void*,
                                         const char*,
                                         std::shared_ptr<const void>);
@@ -237,6 +245,25 @@ class cancel_func {
   std::shared_ptr<detail::cancel_core> c_;
 };
 
+// Go's context.CancelCauseFunc: as cancel_func, and also records why:
+// goro::cause(ctx) then returns `why` (an empty `why` records
+// context_errc::canceled). Only the first cancellation counts; ctx.err() is
+// context_errc::canceled either way.
+class cancel_cause_func {
+ public:
+  cancel_cause_func() noexcept = default;
+  void operator()(std::error_code why = {}) const noexcept;
+  explicit operator bool() const noexcept { return c_ != nullptr; }
+
+ private:
+  friend std::pair<context, cancel_cause_func> with_cancel_cause(
+      const context&);
+  explicit cancel_cause_func(std::shared_ptr<detail::cancel_core> c) noexcept
+      : c_(std::move(c)) {}
+
+  std::shared_ptr<detail::cancel_core> c_;
+};
+
 // The root of every context tree: never done, no deadline, no values.
 context background() noexcept;
 // Like background(); marks code where the right context is not yet known.
@@ -256,6 +283,43 @@ std::pair<context, cancel_func> with_deadline(const context& parent,
 // with_deadline(parent, now + timeout). Saturates instead of overflowing.
 std::pair<context, cancel_func> with_timeout(const context& parent,
                                              std::chrono::nanoseconds timeout);
+
+// Go 1.20's WithCancelCause: as with_cancel, but the cancel function takes
+// the reason, which goro::cause reports (snippet: goroutine):
+//   auto [ctx, cancel] = goro::with_cancel_cause(goro::background());
+//   cancel(std::make_error_code(std::errc::connection_reset));
+//   // ctx.err() == context_errc::canceled, as with any cancellation;
+//   // goro::cause(ctx) == std::errc::connection_reset.
+//   std::printf("%s\n", goro::cause(ctx).message().c_str());
+std::pair<context, cancel_cause_func> with_cancel_cause(const context& parent);
+
+// Go 1.20's context.Cause: why c is done. Empty while c is not done (or if
+// it can never be). For a context cancelled by a cancel_cause_func, the
+// cause given (or context_errc::canceled); for one that reached its
+// deadline, context_errc::deadline_exceeded; otherwise c.err(). Children
+// inherit their parent's cause when the parent's cancellation reaches them.
+std::error_code cause(const context& c);
+
+// Go 1.21's context.AfterFunc (goro::after_func is time's): arranges for
+// fn() to run in its own goroutine once ctx is done, at once if it already
+// is. The returned stop function unregisters fn: it returns true if that
+// kept fn from being started, false if fn had already been started or
+// stopped. stop does not wait for a running fn. fn runs at most once. If
+// ctx can never be done, fn never runs (snippet: goroutine):
+//   auto [ctx, cancel] = goro::with_cancel(goro::background());
+//   auto fired = goro::make_chan<void>();
+//   auto stop = goro::context_after_func(ctx, [fired] { fired.close(); });
+//   cancel();
+//   fired.recv();           // fn ran in a goroutine of its own
+//   bool stopped = stop();  // false: too late
+//   (void)stopped;
+std::function<bool()> context_after_func(const context& ctx,
+                                         std::function<void()> fn);
+
+// Go 1.21's WithoutCancel: a child of parent that keeps its values but is
+// never done (done() is nil, err() empty, no deadline), whatever happens to
+// parent: for work that must outlive the request that started it.
+context without_cancel(const context& parent);
 
 // A child of parent that carries v (converted to T) under key.
 template <class T, class V>

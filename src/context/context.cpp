@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstdio>
 #include <goro/context.hpp>
+#include <goro/runtime.hpp>
 #include <goro/sync.hpp>
 #include <mutex>
 #include <string>
@@ -122,6 +123,14 @@ struct cancel_core {
   std::weak_ptr<cancel_core> parent;
   // The deadline timer of a with_deadline context, until cancelled.
   std::optional<goro::timer> timer;
+  // Why it was cancelled (Go's cancelCtx.cause): written by the canceller
+  // before it publishes `state`, so whoever sees the state done reads it.
+  std::error_code cause;
+  // context_after_func: the function to start when this (childless) state
+  // is cancelled, and who got to decide its fate first, the canceller
+  // (which starts it) or the stop function (which drops it).
+  std::function<void()> after;
+  std::atomic<bool> after_decided{false};
 
   cancel_core() { live_states.fetch_add(1, std::memory_order_relaxed); }
   cancel_core(const cancel_core&) = delete;
@@ -179,15 +188,17 @@ struct cancel_core {
   // its descendants, so whoever sees a context done also sees all of its
   // descendants done. The walk keeps its path of locked contexts in an
   // explicit stack rather than recursing.
-  void cancel(bool remove_from_parent, context_errc e) {
+  void cancel(bool remove_from_parent, context_errc e, std::error_code why) {
+    if (!why) why = make_error_code(e);
     struct frame {
       cancel_core* c;
       list kids;
       std::size_t next = 0;
     };
     std::vector<frame> path;
-    list hold;                         // keeps visited children alive
-    std::vector<goro::timer> stopped;  // dropped after every unlock
+    list hold;                                 // keeps visited children alive
+    std::vector<goro::timer> stopped;          // dropped after every unlock
+    std::vector<std::function<void()>> start;  // context_after_func's
 
     auto enter = [&](cancel_core* c) {
       c->mu.lock();
@@ -223,7 +234,10 @@ struct cancel_core {
         c->done = closed_chan();
         c->done_made.store(true, std::memory_order_release);
       }
+      c->cause = why;
       c->state.store(static_cast<int>(e), std::memory_order_release);
+      if (c->after && !c->after_decided.exchange(true))
+        start.push_back(std::move(c->after));
       if (c->timer) {
         c->timer->stop();
         stopped.push_back(std::move(*c->timer));
@@ -235,6 +249,13 @@ struct cancel_core {
     if (remove_from_parent) {
       if (std::shared_ptr<cancel_core> p = parent.lock()) p->remove_child(this);
     }
+    for (auto& fn : start) goro::go(std::move(fn));
+  }
+
+  // The cause, once done (empty before).
+  std::error_code get_cause() {
+    if (err() == live) return {};
+    return cause;  // written before the state err() saw
   }
 
   // Registers child to be cancelled with this context, or, if this one is
@@ -242,12 +263,16 @@ struct cancel_core {
   // propagateCancel).
   void add_child(const std::shared_ptr<cancel_core>& child) {
     int e;
+    std::error_code why;
     {
       std::lock_guard<goro::mutex> lk(mu);
       e = state.load(std::memory_order_relaxed);  // not cancelling: we hold mu
-      if (e == live) children.emplace(child.get(), child);
+      if (e == live)
+        children.emplace(child.get(), child);
+      else
+        why = cause;
     }
-    if (e != live) child->cancel(false, static_cast<context_errc>(e));
+    if (e != live) child->cancel(false, static_cast<context_errc>(e), why);
   }
 
   void remove_child(cancel_core* child) {
@@ -263,7 +288,13 @@ struct cancel_core {
 
 // --- the immutable tree ---------------------------------------------------
 
-enum class node_kind : std::uint8_t { todo, cancel, deadline, value };
+enum class node_kind : std::uint8_t {
+  todo,
+  cancel,
+  deadline,
+  value,
+  without_cancel
+};
 
 struct ctx_node {
   node_kind kind;
@@ -370,7 +401,11 @@ std::optional<time_point> context::deadline() const noexcept {
 }
 
 void cancel_func::operator()() const noexcept {
-  if (c_) c_->cancel(true, context_errc::canceled);
+  if (c_) c_->cancel(true, context_errc::canceled, {});
+}
+
+void cancel_cause_func::operator()(std::error_code why) const noexcept {
+  if (c_) c_->cancel(true, context_errc::canceled, why);
 }
 
 context background() noexcept { return context(); }
@@ -390,6 +425,49 @@ std::pair<context, cancel_func> with_cancel(const context& parent) {
   return {context(std::move(n)), cancel_func(std::move(core))};
 }
 
+std::pair<context, cancel_cause_func> with_cancel_cause(const context& parent) {
+  auto n = detail::new_cancellable(parent.n_, detail::node_kind::cancel);
+  std::shared_ptr<detail::cancel_core> core = n->core;
+  if (parent.n_ && parent.n_->core) parent.n_->core->add_child(core);
+  return {context(std::move(n)), cancel_cause_func(std::move(core))};
+}
+
+std::error_code cause(const context& c) {
+  if (!c.n_ || !c.n_->core) return {};
+  return c.n_->core->get_cause();
+}
+
+std::function<bool()> context_after_func(const context& ctx,
+                                         std::function<void()> fn) {
+  // A childless cancellation state registered under ctx's: cancelling ctx
+  // reaches it and starts fn (Go's afterFuncCtx).
+  auto core = std::make_shared<detail::cancel_core>();
+  core->after = std::move(fn);
+  if (ctx.n_ && ctx.n_->core) {
+    core->parent = ctx.n_->core;
+    ctx.n_->core->add_child(core);  // already done: starts fn now
+  }
+  return [core]() -> bool {
+    if (core->after_decided.exchange(true)) return false;
+    if (std::shared_ptr<detail::cancel_core> p = core->parent.lock())
+      p->remove_child(core.get());
+    // fn is never started now; drop it (and what it captured) here.
+    std::lock_guard<goro::mutex> lk(core->mu);
+    core->after = nullptr;
+    return true;
+  };
+}
+
+context without_cancel(const context& parent) {
+  // Values stay reachable through the parent link; no cancellation state
+  // and no deadline are inherited, so nothing derived from it is ever
+  // registered with parent's.
+  auto n =
+      std::make_shared<detail::ctx_node>(detail::node_kind::without_cancel);
+  n->parent = parent.n_;
+  return context(std::move(n));
+}
+
 std::pair<context, cancel_func> with_deadline(const context& parent,
                                               time_point d) {
   if (parent.n_ && parent.n_->deadline && *parent.n_->deadline < d) {
@@ -403,7 +481,7 @@ std::pair<context, cancel_func> with_deadline(const context& parent,
 
   const time_point now = std::chrono::steady_clock::now();
   if (d <= now) {
-    core->cancel(true, context_errc::deadline_exceeded);
+    core->cancel(true, context_errc::deadline_exceeded, {});
   } else {
     const auto dur = d - now;  // positive, no overflow (now > epoch)
     std::lock_guard<goro::mutex> lk(core->mu);
@@ -413,7 +491,7 @@ std::pair<context, cancel_func> with_deadline(const context& parent,
       // passed on the runtime's monotonic clock (steady_clock's).
       core->timer.emplace(goro::after_func(
           std::chrono::duration_cast<std::chrono::nanoseconds>(dur),
-          [core] { core->cancel(true, context_errc::deadline_exceeded); }));
+          [core] { core->cancel(true, context_errc::deadline_exceeded, {}); }));
     }
   }
   return {context(std::move(n)), cancel_func(std::move(core))};
@@ -464,6 +542,9 @@ std::string to_string(const context& c) {
         s += buf;
         break;
       }
+      case detail::node_kind::without_cancel:
+        s += ".WithoutCancel";
+        break;
       case detail::node_kind::value:
         s += ".WithValue(";
         s += n.key_name ? n.key_name : "<unnamed key>";
