@@ -1,27 +1,21 @@
 # goro — convenience front end over CMake presets (see CMakePresets.json).
 #
-#   make demo            build (Release) and run the tour (examples/demo.cpp),
-#                        then the web server demo (examples/webserver.cpp
-#                        --demo: 3 s of in-process load, requests/s and
-#                        latency percentiles for light and heavy requests)
-#   make build           deps check and Release build (preset default)
-#   make test            deps check, Release build, ctest (the unit tests and
-#                        doc_snippets_gcc/_clang, which compile and run the
-#                        examples of README.md, docs/ and include/goro), then
-#                        scripts/consumer.sh: installs into a temporary prefix
-#                        (mktemp) and builds tests/consumer against it with
-#                        find_package (shared, static) and pkg-config (goro,
-#                        goro-static), running each binary with
-#                        LD_LIBRARY_PATH unset
-#   make consumer        only that install + consumer step (after make test)
-#   make bench           build and run the side-by-side benchmarks against Go
-#                        (bench/run.sh; BENCH_ARGS="--goro-only" etc.)
-#   make asan | tsan | clang | debug | o3 | clang-o3
-#                        build + test that preset (asan: ASan+UBSan; debug:
-#                        assertions on, lock-rank checks)
-#   make format | format-check    clang-format 14
-#   make install PREFIX=/usr/local
-#   make clean
+#   make / make build    deps check and Release build (preset default, build/default)
+#   make demo            the tour: examples/demo.cpp (G-M-P, SCHED lines, work stealing...), then webserver --demo
+#   make examples        build and run every program of examples/ with small parameters (ctest -L example)
+#   make test            Release build, the whole ctest suite (incl. doc snippets, examples), then make consumer
+#   make consumer        install into a temporary prefix and build tests/consumer against it (after make test)
+#   make bench           goro and Go 1.19 side by side (bench/run.sh; BENCH_ARGS="--goro-only" etc.)
+#   make asan | tsan     build + test under ASan+UBSan | TSan
+#   make debug           build + test with assertions on (lock-rank checks, checkdead)
+#   make clang           build + test with clang++-14
+#   make o3 | clang-o3   build + test at -O3 (TLS accessors not cached across a switch)
+#   make format          clang-format 14 on include/ src/ tests/ bench/ examples/
+#   make format-check    the same, checking only
+#   make install         headers, libraries, CMake package, goro.pc into PREFIX (default /usr/local)
+#   make deps            install missing build dependencies (scripts/deps.sh; apt-get when root)
+#   make clean           remove build/
+#   make help            this list
 #
 # CI (.ci/run) runs make test, make asan, make tsan and make debug.
 # JOBS=N sets the build/test parallelism (default 2).
@@ -55,8 +49,8 @@ define test_preset
 	$(CTEST) --preset $(1) -j $(JOBS) --output-on-failure
 endef
 
-.PHONY: all deps build demo test consumer bench asan tsan clang debug o3 \
-        clang-o3 format format-check install clean help
+.PHONY: all deps build demo examples test consumer bench asan tsan clang \
+        debug o3 clang-o3 format format-check install clean help
 
 all: build
 
@@ -73,6 +67,12 @@ demo: deps
 	$(call build_preset,default,demo webserver)
 	./build/default/examples/demo
 	./build/default/examples/webserver --demo 3 50
+
+# Every example program, built and run as the test suite runs them.
+examples: deps
+	$(CMAKE) --preset default
+	$(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target goro_examples
+	$(CTEST) --test-dir build/default -L example --output-on-failure
 
 test: deps
 	$(call test_preset,default)

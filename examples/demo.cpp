@@ -15,6 +15,18 @@
 //   7. the configuration again
 //
 // GOMAXPROCS=n in the environment sets the number of Ps, as in Go.
+//
+// While it runs, the runtime prints Go's SCHED line every 500 ms on stderr
+// (the demo sets GORO_DEBUG=schedtrace=500 unless GORO_DEBUG is already set;
+// `GORO_DEBUG= demo` turns the lines off). When the machine cannot show a
+// parallel speed-up (one usable CPU, one P, or other processes using the
+// CPUs), the work-stealing demo says so and why, from num_cpu(), the CPU
+// time the process actually got and the load average.
+//
+// TODO(trace): once goro::trace (include/goro/trace.hpp) and the
+// goro_tracesvg tool land, record the work-stealing demo with
+// goro::trace::start/stop and render its timeline as an SVG.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +34,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <goro/goro.hpp>
 #include <map>
@@ -74,8 +87,104 @@ void print_configuration(const char* title) {
               static_cast<long long>(goro::num_goroutine()));
 }
 
+// The model the rest of the tour shows at work, and how to read the SCHED
+// lines that the runtime prints meanwhile.
+void print_model() {
+  std::printf(R"(
+=== G, M and P ===
+  G  a goroutine: a function, its stack and its state (goro::go creates one)
+  M  an OS thread that runs goroutines
+  P  a processor: what an M must hold to run goroutines; there are
+     gomaxprocs of them, each with a local run queue (256 slots + runnext)
+
+        global run queue  [G G G ...]     netpoll (epoll)     sysmon
+               |                                |          (preempts, retakes
+     +---------+---------+                      |           Ps from syscalls)
+     P0 [runnext|G G G]  P1 [runnext|G G]   <-- ready Gs
+     |                   |
+     M0 running G        M1 running G         M2 in a blocking call (no P)
+
+  An idle P's M steals half of another P's queue; a blocked M gives its P
+  to another M; a parked G (channel, timer, lock, socket) holds no thread.
+)");
+  const char* dbg = std::getenv("GORO_DEBUG");
+  if (dbg != nullptr && std::strstr(dbg, "schedtrace") != nullptr) {
+    std::printf(R"(
+SCHED lines (GORO_DEBUG=%s) appear on stderr while the tour runs:
+  SCHED 1503ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=1
+    needspinning=0 idlethreads=2 runqueue=12 [3 0]
+  idleprocs: Ps with nothing to run; threads: Ms; spinningthreads: Ms
+  looking for work to steal; idlethreads: parked Ms; runqueue: Gs in the
+  global queue; [3 0]: Gs in each P's local queue.
+)",
+                dbg);
+  }
+}
+
+// CPU time (user + system) this process has used, in milliseconds.
+double process_cpu_ms() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto ms = [](const timeval& tv) {
+    return static_cast<double>(tv.tv_sec) * 1e3 +
+           static_cast<double>(tv.tv_usec) / 1e3;
+  };
+  return ms(ru.ru_utime) + ms(ru.ru_stime);
+}
+
+// The 1-minute load average (runnable threads, all processes), or -1.
+double load_average() {
+  double l = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
+// Says why a speed-up is below what the Ps could give, if it is.
+void explain_speedup(double speedup, int procs, double cpu_ms, double wall_ms) {
+  const int cpus = goro::num_cpu();
+  const int ideal = std::min(procs, cpus);
+  const double got = wall_ms > 0 ? cpu_ms / wall_ms : 0;  // CPUs' worth
+  if (ideal <= 1) {
+    std::printf(
+        "(No speed-up to expect: %s, so one goroutine runs at a time; the "
+        "per-P counts below still show the sharing. Try a machine, or "
+        "GOMAXPROCS, with more CPUs.)\n",
+        procs == 1 ? "there is one P (GOMAXPROCS=1)"
+                   : "this process may use one CPU (affinity mask or cgroup "
+                     "limit)");
+    return;
+  }
+  if (speedup >= 0.8 * ideal) return;
+  std::printf("Why not %dx:", ideal);
+  std::printf(
+      " the process got %.2f CPUs' worth of time while it ran (%.0f ms of CPU "
+      "in %.0f ms)",
+      got, cpu_ms, wall_ms);
+  const double load = load_average();
+  if (got < 0.8 * ideal) {
+    std::printf(
+        ", not %d: other processes were using the CPUs (load average %.2f on "
+        "%d CPUs), so the Ps' threads waited for the OS scheduler. The "
+        "runtime cannot run more goroutines at once than it gets CPUs.\n",
+        ideal, load, cpus);
+  } else {
+    std::printf(
+        ": the threads had the CPUs but did less per second than the "
+        "single-thread estimate (shared cores, SMT siblings, frequency "
+        "changes, or an estimate taken while the machine was quieter; load "
+        "average %.2f).\n",
+        load);
+  }
+}
+
 void million_goroutines() {
   std::printf("\n=== A million goroutines ===\n");
+  std::printf(
+      "(G: each goro::go is a G; a queued G holds no stack. More: "
+      "examples/million_goroutines.cpp)\n");
   constexpr int n = 1'000'000;
   goro::wait_group wg;
   auto t0 = clock_type::now();
@@ -94,6 +203,9 @@ void million_goroutines() {
 // one P's run queue; idle Ps steal from the busy ones.
 void work_stealing() {
   std::printf("\n=== Work stealing demo ===\n");
+  std::printf(
+      "(P: each batch starts in one P's local queue; idle Ps steal half. "
+      "More: examples/work_stealing.cpp)\n");
   const int procs = goro::gomaxprocs();
 
   // Size the leaf to ~150 us so every goroutine takes visible time.
@@ -132,6 +244,7 @@ void work_stealing() {
   std::atomic<std::uint64_t> checksum{0};
   goro::wait_group wg;
   auto t0 = clock_type::now();
+  const double cpu0 = process_cpu_ms();
   wg.add(total);
   for (int p = 0; p < procs; ++p) {
     goro::go([&, p] {
@@ -149,6 +262,7 @@ void work_stealing() {
   }
   wg.wait();
   const double elapsed = ms_since(t0);
+  const double cpu_used = process_cpu_ms() - cpu0;
   const auto after = goro::debug::per_p_stats();
 
   const double sequential =
@@ -158,6 +272,7 @@ void work_stealing() {
       "in one thread: ~%.1f ms, speed-up %.2fx)\n",
       elapsed, procs, procs == 1 ? "" : "s", sequential, sequential / elapsed);
   std::printf("(Work stealing balances load across Ps)\n");
+  explain_speedup(sequential / elapsed, procs, cpu_used, elapsed);
 
   // Where the goroutines ran, by OS thread (an M can change Ps, so this is
   // only a hint; the per-P counts below are the runtime's own).
@@ -200,6 +315,9 @@ void work_stealing() {
 // whenever the buffer is full, and each receive that makes room resumes it.
 void producer_consumer() {
   std::printf("\n=== Producer/consumer over a buffered channel ===\n");
+  std::printf(
+      "(a G parked on a channel leaves its M free. More: "
+      "examples/producer_consumer.cpp, fan_in_out.cpp, worker_pool.cpp)\n");
   constexpr int consumers = 4;
   constexpr int items = 200;
   constexpr std::size_t capacity = 4;
@@ -461,6 +579,9 @@ compute_run compute_next_to(blockers kind, std::chrono::milliseconds d) {
 
 void timers_and_syscalls() {
   std::printf("\n=== Timers and syscalls ===\n");
+  std::printf(
+      "(M: a G in a blocking call keeps its M, and its P goes to another M. "
+      "More: examples/syscalls.cpp)\n");
   sleepers();
 
   const int procs = goro::gomaxprocs();
@@ -489,20 +610,36 @@ void timers_and_syscalls() {
       "(a goroutine in blocking() keeps its P until sysmon sees the call "
       "last >= 20 us and hands the P to another thread; blocking_long() "
       "hands it off at once)\n");
+  const double load = load_average();
+  if (load > goro::num_cpu())
+    std::printf(
+        "(the machine is busy: load average %.2f on %d CPUs. The rates above "
+        "share the CPUs with other processes and vary from run to run; "
+        "compare them on a quiet machine.)\n",
+        load, goro::num_cpu());
 }
 
 }  // namespace
 
 int main() {
+  // stdout line by line, so that the tour's lines and the runtime's SCHED
+  // lines (stderr) come out in order even through a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // Read when the runtime starts: set before goro::run. An existing
+  // GORO_DEBUG (even empty) is left alone.
+  setenv("GORO_DEBUG", "schedtrace=500", 0);
   return goro::run([] {
     print_configuration("goro scheduler configuration");
+    print_model();
     million_goroutines();
     work_stealing();
     producer_consumer();
     prime_sieve();
     timers_and_syscalls();
     print_configuration("goro scheduler configuration at the end");
-    std::printf("\n=== Demo complete ===\n");
+    std::printf(
+        "\n=== Demo complete ===\nThe full programs: examples/README.md "
+        "(`make examples` builds and runs them all).\n");
     return 0;
   });
 }

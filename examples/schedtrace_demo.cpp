@@ -2,7 +2,7 @@
 // (Go's GODEBUG=schedtrace), plus goexit and gosched (the GopherCon talk's
 // "let's run some code").
 //
-//   schedtrace_demo [phase_ms]
+//   schedtrace_demo [phase_ms] [burst]
 //
 // Unless GORO_DEBUG is already set, the program sets
 // GORO_DEBUG=schedtrace=50 before the runtime starts, so the runtime
@@ -19,7 +19,8 @@
 // The phases, `phase_ms` each (150 by default), announced on stderr so they
 // interleave with the trace:
 //   idle      main sleeps: every P idle, the threads parked
-//   burst     main spawns 20,000 short CPU-bound goroutines from one P: its
+//   burst     main spawns `burst` (20,000) short CPU-bound goroutines from one
+//   P: its
 //             local queue fills (256), half goes to the global queue, the
 //             other P steals
 //   syscalls  8 goroutines sit in blocking calls: threads grows, the Ps
@@ -80,8 +81,10 @@ __attribute__((noinline)) void outer(std::atomic<int>& unwound) {
 
 int main(int argc, char** argv) {
   const int phase_ms = argc > 1 ? std::atoi(argv[1]) : 150;
-  if (phase_ms < 1) {
-    std::fprintf(stderr, "usage: schedtrace_demo [phase_ms >= 1]\n");
+  const int burst = argc > 2 ? std::atoi(argv[2]) : 20'000;
+  if (phase_ms < 1 || burst < 1) {
+    std::fprintf(stderr,
+                 "usage: schedtrace_demo [phase_ms >= 1] [burst >= 1]\n");
     return 2;
   }
   // Read once, when the runtime starts: set it before goro::run.
@@ -93,14 +96,14 @@ int main(int argc, char** argv) {
     phase("idle", "main sleeps; idleprocs = gomaxprocs - 1 or gomaxprocs");
     goro::sleep(d);
 
-    phase("burst", "20,000 CPU-bound goroutines spawned from one P");
+    phase("burst", "CPU-bound goroutines spawned from one P");
     {
       std::atomic<std::uint64_t> sink{0};
       goro::wait_group wg;
       const auto end = clock_type::now() + d;
       int spawned = 0;
       // Keep the queues full for the whole phase.
-      while (spawned < 20'000 && clock_type::now() < end) {
+      while (spawned < burst && clock_type::now() < end) {
         wg.add(1);
         goro::go([&sink, &wg, spawned] {
           sink += spin(std::uint64_t(spawned), 20'000);
