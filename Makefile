@@ -63,9 +63,20 @@ deps:
 build: deps
 	$(call build_preset,default)
 
+# The tour records the work-stealing part as an execution trace and, when
+# the goro_tracesvg tool builds, renders it as an SVG timeline.
+DEMO_TRACE := build/default/work_stealing.trace.json
+DEMO_SVG   := build/default/work_stealing.svg
 demo: deps
 	$(call build_preset,default,demo webserver)
-	./build/default/examples/demo
+	./build/default/examples/demo --trace $(DEMO_TRACE)
+	@if $(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target goro_tracesvg >/dev/null 2>&1; then \
+	  svg=$$(find build/default -name goro_tracesvg -type f -perm -u+x | head -n 1); \
+	  "$$svg" $(DEMO_TRACE) $(DEMO_SVG); \
+	  echo "SVG timeline of the work-stealing demo: $(DEMO_SVG) (open it in a browser)"; \
+	else \
+	  echo "(no goro_tracesvg in this build: open $(DEMO_TRACE) in ui.perfetto.dev)"; \
+	fi
 	./build/default/examples/webserver --demo 3 50
 
 # Every example program, built and run as the test suite runs them.

@@ -23,9 +23,11 @@
 // CPUs), the work-stealing demo says so and why, from num_cpu(), the CPU
 // time the process actually got and the load average.
 //
-// TODO(trace): once goro::trace (include/goro/trace.hpp) and the
-// goro_tracesvg tool land, record the work-stealing demo with
-// goro::trace::start/stop and render its timeline as an SVG.
+// `demo --trace FILE` records the work-stealing demo with the execution
+// tracer (goro::trace::start/stop) into FILE, Chrome Trace Event JSON for
+// ui.perfetto.dev; `make demo` passes build/default/work_stealing.trace.json
+// and renders it as an SVG timeline with goro_tracesvg when that tool is
+// built.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -37,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <goro/goro.hpp>
+#include <goro/trace.hpp>
 #include <map>
 #include <optional>
 #include <thread>
@@ -201,7 +204,7 @@ void million_goroutines() {
 // The seed's demonstrateWorkStealing: P batches of 100 + p*50 CPU-bound
 // goroutines. Each batch is spawned by its own goroutine, so it starts in
 // one P's run queue; idle Ps steal from the busy ones.
-void work_stealing() {
+void work_stealing(const char* trace_path) {
   std::printf("\n=== Work stealing demo ===\n");
   std::printf(
       "(P: each batch starts in one P's local queue; idle Ps steal half. "
@@ -244,6 +247,10 @@ void work_stealing() {
   std::atomic<std::uint64_t> checksum{0};
   goro::wait_group wg;
   auto t0 = clock_type::now();
+  // Record this part only: a trace of the million goroutines would be
+  // mostly spawn events.
+  const bool tracing = trace_path != nullptr && !goro::trace::active();
+  if (tracing) goro::trace::start(trace_path);
   const double cpu0 = process_cpu_ms();
   wg.add(total);
   for (int p = 0; p < procs; ++p) {
@@ -264,6 +271,15 @@ void work_stealing() {
   const double elapsed = ms_since(t0);
   const double cpu_used = process_cpu_ms() - cpu0;
   const auto after = goro::debug::per_p_stats();
+  if (tracing) {
+    goro::trace::stop();
+    const auto st = goro::trace::last_stats();
+    std::printf(
+        "execution trace of this part: %s (%llu events%s); open it in "
+        "ui.perfetto.dev or render it: goro_tracesvg %s out.svg\n",
+        trace_path, (unsigned long long)st.events,
+        st.dropped ? ", some dropped" : "", trace_path);
+  }
 
   const double sequential =
       total * static_cast<double>(iters) * ns_per_iter / 1e6;
@@ -621,18 +637,25 @@ void timers_and_syscalls() {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const char* trace_path = nullptr;
+  if (argc == 3 && std::strcmp(argv[1], "--trace") == 0) {
+    trace_path = argv[2];
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: demo [--trace FILE]\n");
+    return 2;
+  }
   // stdout line by line, so that the tour's lines and the runtime's SCHED
   // lines (stderr) come out in order even through a pipe.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // Read when the runtime starts: set before goro::run. An existing
   // GORO_DEBUG (even empty) is left alone.
   setenv("GORO_DEBUG", "schedtrace=500", 0);
-  return goro::run([] {
+  return goro::run([trace_path] {
     print_configuration("goro scheduler configuration");
     print_model();
     million_goroutines();
-    work_stealing();
+    work_stealing(trace_path);
     producer_consumer();
     prime_sieve();
     timers_and_syscalls();

@@ -2,7 +2,8 @@
 // an I/O stage (many goroutines, unbounded: they mostly wait), a CPU stage
 // fanned out to exactly gomaxprocs workers (more could not run in
 // parallel), and a fan-in that merges the workers' output channels into one
-// with select. Buffered channels between the stages give back-pressure.
+// with a dynamic select. Buffered channels between the stages give
+// back-pressure.
 //
 //   fan_in_out [requests] [io_ms] [cpu_iters]
 //
@@ -37,38 +38,24 @@ std::uint64_t digest(std::uint64_t x, std::uint64_t iters) {
 }
 
 // Fan-in: every value of every input ends up on the returned channel, which
-// is closed when all inputs are closed. A select over a changing set of
-// channels: a closed input is replaced by a nil channel, which is never
-// ready (Go's idiom), so the select stops looking at it.
+// is closed when all inputs are closed. One goroutine selects over all the
+// inputs at once with a dynamic_select (Go's reflect.Select: the number of
+// cases is known only at run time); a closed input is disabled (its case
+// becomes a nil channel, never ready), Go's idiom.
 goro::recv_chan<response> merge(std::vector<goro::recv_chan<response>> ins) {
   auto out = goro::make_chan<response>(ins.size());
-  goro::go([ins, out]() mutable {
-    // This runtime's select takes a fixed number of cases: merge pairwise.
-    // Each merge goroutine watches two inputs.
-    while (ins.size() > 1) {
-      std::vector<goro::recv_chan<response>> next;
-      for (std::size_t i = 0; i + 1 < ins.size(); i += 2) {
-        auto pair_out = goro::make_chan<response>(1);
-        goro::go([a = ins[i], b = ins[i + 1], pair_out]() mutable {
-          while (a || b) {
-            std::optional<response> r;
-            std::size_t which =
-                goro::select(goro::case_recv(a, r), goro::case_recv(b, r));
-            if (r)
-              pair_out.send(*r);
-            else if (which == 0)
-              a = {};  // closed: nil from now on
-            else
-              b = {};
-          }
-          pair_out.close();
-        });
-        next.push_back(pair_out);
+  goro::go([ins = std::move(ins), out = goro::send_chan<response>(out)] {
+    goro::dynamic_select sel;
+    for (const auto& in : ins) sel.add_recv(in);
+    for (std::size_t open = ins.size(); open > 0;) {
+      const auto r = sel.select();  // blocks: no default case
+      if (!r.recv_ok) {             // closed and drained
+        sel.disable(r.index);
+        open--;
+      } else {
+        out.send(*sel.take<response>(r.index));
       }
-      if (ins.size() % 2 == 1) next.push_back(ins.back());
-      ins = std::move(next);
     }
-    for (const response& r : ins.front()) out.send(r);
     out.close();
   });
   return out;

@@ -110,13 +110,13 @@ class worker_pool {
     logf("Starting pool: workers=%d GOMAXPROCS=%d NumCPU=%d", workers_,
          goro::gomaxprocs(), goro::num_cpu());
     for (int i = 0; i < workers_; ++i) {
-      wg_.add(1);
       stats_.goroutines++;
-      goro::go([this, i] { worker(i); });
+      // Go 1.25's wg.Go(func() { p.worker(i) }): add(1), and done() when
+      // the goroutine ends, however it ends (the seed's defer wg.Done()).
+      wg_.go([this, i] { worker(i); });
     }
     // Background goroutine to monitor the scheduler.
-    wg_monitor_.add(1);
-    goro::go([this, monitor_every] { monitor(monitor_every); });
+    wg_monitor_.go([this, monitor_every] { monitor(monitor_every); });
   }
 
   submit_status submit(job j, std::chrono::milliseconds wait) {
@@ -187,7 +187,6 @@ class worker_pool {
       stats_.completed++;
     }
     stats_.goroutines--;
-    wg_.done();
   }
 
   // std::nullopt: the job was abandoned because the pool was cancelled.
@@ -241,7 +240,6 @@ class worker_pool {
           (long long)stats_.completed.load(),
           (long long)stats_.cpu_bound_ops.load());
     }
-    wg_monitor_.done();
   }
 
   const int workers_;
@@ -260,8 +258,7 @@ struct collector {
   std::atomic<int> count{0};
 
   void start(goro::recv_chan<result> results) {
-    wg.add(1);
-    goro::go([this, results] {
+    wg.go([this, results] {
       for (const result& r : results) {
         if (count++ < 5)  // only log the first few
           logf("Result: job=%d value=%lld elapsed=%.1fms", r.job_id,
@@ -269,7 +266,6 @@ struct collector {
                std::chrono::duration<double, std::milli>(r.elapsed).count());
       }
       logf("Total results collected: %d", count.load());
-      wg.done();
     });
   }
 };
