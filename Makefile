@@ -5,7 +5,8 @@
 #   make examples        build and run every program of examples/ with small parameters (ctest -L example)
 #   make test            Release build, the whole ctest suite (incl. doc snippets, examples), then make consumer
 #   make consumer        install into a temporary prefix and build tests/consumer against it (after make test)
-#   make bench           goro and Go 1.19 side by side (bench/run.sh; BENCH_ARGS="--goro-only" etc.)
+#   make bench           goro, Go 1.19 and Boost.Fiber side by side (bench/run.sh; BENCH_ARGS="--goro-only" etc.);
+#                        writes docs/benchmarks.md's generated section and docs/benchmarks.svg
 #   make asan | tsan     build + test under ASan+UBSan | TSan
 #   make debug           build + test with assertions on (lock-rank checks, checkdead)
 #   make clang           build + test with clang++-14
@@ -93,14 +94,19 @@ test: deps
 consumer:
 	bash scripts/consumer.sh build/default
 
-# BENCH_ARGS is passed to bench/run.sh, e.g. BENCH_ARGS="--goro-only -n 3".
+# BENCH_ARGS is passed to bench/run.sh, e.g. BENCH_ARGS="--goro-only -n 5".
+# A run of all workloads rewrites docs/benchmarks.md's generated section and
+# docs/benchmarks.svg (--docs); 3 measured runs per cell unless -n says so.
+# Without Go (and not root to install it) the report has no Go column.
+BENCH_RUNS ?= 3
 bench:
-	@bash scripts/deps.sh base go
+	@bash scripts/deps.sh base
+	@bash scripts/deps.sh go || echo "make bench: no Go toolchain: the report runs without the Go column"
 	$(CMAKE) --preset default
 	@if [[ -f bench/run.sh ]]; then \
-	  echo "bash bench/run.sh $(BENCH_ARGS)"; \
+	  echo "bash bench/run.sh --docs $(BENCH_ARGS)"; \
 	  $(TOPLEVEL) BUILD_DIR="$(CURDIR)/build/default" JOBS=$(JOBS) \
-	    bash bench/run.sh $(BENCH_ARGS); \
+	    BENCH_RUNS=$(BENCH_RUNS) bash bench/run.sh --docs $(BENCH_ARGS); \
 	else \
 	  $(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target bench_run; \
 	fi

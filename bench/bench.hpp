@@ -67,10 +67,16 @@ std::uint64_t page_table_bytes();
 void report_memory(std::string_view workload);
 
 // Busy-waits for `d` (with cooperative preemption points), like Go's doWork.
+// Defined by each binary's main file (goro: goro::preempt_point()).
 void spin_for(std::chrono::nanoseconds d);
 
 // The GOMAXPROCS environment variable, or 0 when unset or invalid.
 int env_gomaxprocs();
+
+// Handles `<binary> <workload> | --list | --help`: returns the workload to
+// run, or nullptr when the program should exit with *exit_code (after
+// --list, --help, a usage error or an unknown workload).
+const workload* parse_command_line(int argc, char** argv, int* exit_code);
 
 using clock = std::chrono::steady_clock;
 

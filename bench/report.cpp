@@ -1,6 +1,7 @@
 // report.cpp: statistics and report of bench/run.sh (no Python needed).
 //
-//   bench_report <raw results> <targets file> <csv out>
+//   bench_report <raw results> <targets file> <csv out> [--markdown <file>]
+//                [--svg <file>]
 //
 // Raw lines (written by run.sh; runs numbered from 1, warm-ups not recorded):
 //   RESULT <runtime> <procs> <run> <workload> <metric> <value> <unit>
@@ -12,9 +13,14 @@
 //                                         the few higher-is-better metrics)
 //   <metric> <procs|*> abs_max     <x>   goro median <= x (metric's unit)
 //   <metric> <procs>   scaling_max <x>   goro median at procs / at 1 P <= x
+// Runtimes: goro, go and, where bench/boost's twins ran, boost (Boost.Fiber);
+// every ratio is over Go's median.
 // Prints an aligned table (median, min-max per runtime, goro/Go ratio of the
-// medians, target) and writes the same data as CSV. Lower is better for
-// every metric except those with a ratio_min target (e.g. a kept fraction).
+// medians, target) and writes the same data as CSV; --markdown writes the
+// side-by-side table for docs/benchmarks.md, --svg a plot of the goro/Go
+// and Boost/Go ratios per metric and GOMAXPROCS (log scale, line at 1).
+// Lower is better for every metric except those with a ratio_min target
+// (e.g. a kept fraction).
 //
 // Memory: the metrics <workload>.peak_rss (VmHWM, KiB), .page_tables (VmPTE
 // at the end, KiB) and .minflt (minor faults), which every run of either
@@ -38,7 +44,8 @@
 
 namespace {
 
-const std::vector<std::string> kRuntimes = {"goro", "go"};
+const std::vector<std::string> kRuntimes = {"goro", "go", "boost"};
+constexpr int kNumRt = 3;  // goro, go, boost (indices into kRuntimes)
 
 struct series {
   std::vector<double> values;
@@ -161,11 +168,237 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
+// One row of the report: a metric at one GOMAXPROCS, in order of first
+// appearance of the metric.
+struct row {
+  std::string metric, wl, unit, tgt, status, note;
+  int procs = 0;
+  std::array<stats, kNumRt> st;
+  double ratio = NAN, bratio = NAN;  // goro/Go, boost/Go
+  bool first_of_workload = false, higher_better = false;
+  std::array<std::array<double, kNumRt>, kMemKinds> mm;  // [kind][runtime]
+};
+
+// A markdown table cell: '|' would end the cell.
+std::string md_cell(std::string s) {
+  for (std::size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2)
+    s.replace(i, 1, "\\|");
+  return s;
+}
+
+// The side-by-side table for docs/benchmarks.md: one row per metric and
+// GOMAXPROCS, medians, ratios over Go, target and status, and the
+// workload's peak RSS (VmHWM) beside its first metric.
+void write_markdown(std::ostream& out, const std::vector<row>& rows,
+                    bool has_boost,
+                    const std::vector<std::vector<std::string>>& scaling,
+                    const std::vector<std::string>& checks, int met,
+                    int missed) {
+  out << "| metric (unit) | P | goro | Go |" << (has_boost ? " Boost |" : "")
+      << " goro/Go |" << (has_boost ? " Boost/Go |" : "")
+      << " target | status | peak RSS MiB goro / Go"
+      << (has_boost ? " / Boost" : "") << " |\n|---|--:|--:|--:|"
+      << (has_boost ? "--:|" : "") << "--:|" << (has_boost ? "--:|" : "")
+      << "---|---|--:|\n";
+  for (const auto& r : rows) {
+    std::string rss;
+    if (r.first_of_workload) {
+      const auto& m = r.mm[kPeakRss];
+      if (!std::isnan(m[0]) || !std::isnan(m[1])) {
+        rss = fmt(m[0] / 1024) + " / " + fmt(m[1] / 1024);
+        if (has_boost) rss += " / " + fmt(m[2] / 1024);
+      }
+    }
+    std::string status = r.status == "MISS" ? "**MISS**" : r.status;
+    if (!r.note.empty() && r.note.find("failed") != std::string::npos)
+      status += (status.empty() ? "" : " ") + ("(" + r.note + ")");
+    out << "| " << md_cell(r.metric) << " (" << md_cell(r.unit)
+        << (r.higher_better ? ", higher is better" : "") << ") | " << r.procs
+        << " | " << fmt(r.st[0].median) << " | " << fmt(r.st[1].median)
+        << " | ";
+    if (has_boost) out << fmt(r.st[2].median) << " | ";
+    out << fmt(r.ratio) << " | ";
+    if (has_boost) out << fmt(r.bratio) << " | ";
+    std::string tgt = r.tgt;  // "ratio<=0.400" -> "ratio ≤ 0.400"
+    for (const char* op : {"<=", ">="})
+      if (auto at = tgt.find(op); at != std::string::npos)
+        tgt.replace(at, 2,
+                    std::string(at ? " " : "") + (op[0] == '<' ? "≤ " : "≥ "));
+    out << md_cell(tgt) << " | " << md_cell(status) << " | " << rss << " |\n";
+  }
+  if (!scaling.empty()) {
+    out << "\n| scaling: median at P / at P=1 | P | goro | Go | target | "
+           "status |\n|---|--:|--:|--:|---|---|\n";
+    for (const auto& s : scaling) {
+      out << '|';
+      for (const auto& c : s) out << ' ' << md_cell(c) << " |";
+      out << '\n';
+    }
+  }
+  out << "\nTargets: " << met << " met, " << missed << " missed.";
+  std::size_t ok = 0;
+  std::vector<std::string> bad;
+  for (const auto& c : checks) {
+    if (c.find(": ok") != std::string::npos)
+      ++ok;
+    else if (c.rfind("check ", 0) == 0)
+      bad.push_back(c.substr(6));
+  }
+  if (!checks.empty()) {
+    out << " Checksums agree across runtimes in " << ok << " workloads";
+    if (!bad.empty()) {
+      out << "; MISMATCH in";
+      for (const auto& b : bad) out << ' ' << b.substr(0, b.find(':'));
+    }
+    out << '.';
+  }
+  out << '\n';
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '&')
+      o += "&amp;";
+    else if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
+  }
+  return o;
+}
+
+// A plot of goro/Go and Boost/Go per metric and GOMAXPROCS: one line per
+// row, log-scale x axis from 1/100 to 100 (beyond: a marker at the edge),
+// a line at 1.0. Plain SVG text, no dependency.
+void write_svg(std::ostream& out, const std::vector<row>& rows,
+               bool has_boost) {
+  std::vector<const row*> shown;
+  for (const auto& r : rows)
+    if (std::isfinite(r.ratio) || (has_boost && std::isfinite(r.bratio)))
+      shown.push_back(&r);
+  const double lo = -2, hi = 2;  // log10 range of the axis
+  const int label_w = 330, plot_w = 640, right_w = 30, top = 70, row_h = 15,
+            bottom = 50;
+  const int width = label_w + plot_w + right_w;
+  const int height = top + row_h * static_cast<int>(shown.size()) + bottom;
+  auto x_of = [&](double ratio) {
+    double l = std::log10(ratio);
+    l = std::clamp(l, lo, hi);
+    return label_w + (l - lo) / (hi - lo) * plot_w;
+  };
+  char buf[512];
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+      << "\" height=\"" << height << "\" viewBox=\"0 0 " << width << ' '
+      << height << "\" font-family=\"sans-serif\" font-size=\"11\">\n"
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      << "<text x=\"10\" y=\"20\" font-size=\"15\" font-weight=\"bold\">"
+         "Ratio of medians over Go 1.19 (log scale; left of 1.0: lower than "
+         "Go)</text>\n"
+      << "<text x=\"10\" y=\"38\">Lower is better except rows marked "
+         "(higher is better). Markers at the edges are beyond 1/100 or "
+         "100.</text>\n";
+  // Legend.
+  out << "<circle cx=\"" << label_w + 10
+      << "\" cy=\"54\" r=\"4.5\" "
+         "fill=\"#1f77b4\"/><text x=\""
+      << label_w + 20 << "\" y=\"58\">goro / Go</text>\n";
+  if (has_boost)
+    out << "<rect x=\"" << label_w + 106
+        << "\" y=\"50\" width=\"8\" "
+           "height=\"8\" fill=\"#ff7f0e\" transform=\"rotate(45 "
+        << label_w + 110 << " 54)\"/><text x=\"" << label_w + 120
+        << "\" y=\"58\">Boost.Fiber / Go</text>\n";
+  // Rows: alternate a band per workload.
+  std::string prev_wl;
+  bool band = false;
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const row& r = *shown[i];
+    const int y = top + static_cast<int>(i) * row_h;
+    if (r.wl != prev_wl) band = !band;
+    prev_wl = r.wl;
+    if (band)
+      out << "<rect x=\"0\" y=\"" << y << "\" width=\"" << width
+          << "\" height=\"" << row_h << "\" fill=\"#f2f2f2\"/>\n";
+    std::string label = r.metric + " P=" + std::to_string(r.procs);
+    if (r.higher_better) label += " (higher is better)";
+    out << "<text x=\"" << label_w - 8 << "\" y=\"" << y + row_h - 4
+        << "\" text-anchor=\"end\">" << xml_escape(label) << "</text>\n";
+  }
+  // Grid and axis.
+  const int y0 = top, y1 = top + row_h * static_cast<int>(shown.size());
+  for (int e = static_cast<int>(lo); e <= static_cast<int>(hi); ++e)
+    for (int m = 1; m <= 9; ++m) {
+      const double v = m * std::pow(10.0, e);
+      if (std::log10(v) > hi + 1e-9) break;
+      const double x = x_of(v);
+      const bool major = m == 1;
+      std::snprintf(buf, sizeof buf,
+                    "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                    "stroke=\"%s\" stroke-width=\"1\"/>\n",
+                    x, y0, x, y1, major ? "#bbbbbb" : "#e4e4e4");
+      out << buf;
+      if (major || m == 2 || m == 5) {
+        std::snprintf(buf, sizeof buf, "%g", v);
+        out << "<text x=\"" << x << "\" y=\"" << y1 + 14
+            << "\" text-anchor=\"middle\"" << (major ? "" : " fill=\"#888\"")
+            << ">" << buf << "</text>\n";
+      }
+    }
+  std::snprintf(buf, sizeof buf,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                "stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
+                x_of(1), y0 - 4, x_of(1), y1 + 4);
+  out << buf;
+  out << "<text x=\"" << label_w + plot_w / 2 << "\" y=\"" << y1 + 32
+      << "\" text-anchor=\"middle\">median / Go's median</text>\n";
+  // Markers, with the values as tooltips.
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const row& r = *shown[i];
+    const double yc = top + static_cast<double>(i) * row_h + row_h / 2.0;
+    if (has_boost && std::isfinite(r.bratio)) {
+      const double x = x_of(r.bratio);
+      std::snprintf(buf, sizeof buf,
+                    "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" "
+                    "fill=\"#ff7f0e\" transform=\"rotate(45 %.1f %.1f)\">"
+                    "<title>%s P=%d Boost/Go %s</title></rect>\n",
+                    x - 4, yc - 4, x, yc, xml_escape(r.metric).c_str(), r.procs,
+                    fmt(r.bratio).c_str());
+      out << buf;
+    }
+    if (std::isfinite(r.ratio)) {
+      std::snprintf(buf, sizeof buf,
+                    "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4.5\" "
+                    "fill=\"#1f77b4\"><title>%s P=%d goro/Go %s</title>"
+                    "</circle>\n",
+                    x_of(r.ratio), yc, xml_escape(r.metric).c_str(), r.procs,
+                    fmt(r.ratio).c_str());
+      out << buf;
+    }
+  }
+  out << "</svg>\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::cerr << "usage: " << argv[0] << " <raw results> <targets> <csv out>\n";
+  std::string md_path, svg_path;
+  for (int i = 4; i < argc; i += 2) {
+    const std::string opt = argv[i];
+    if (i + 1 >= argc || (opt != "--markdown" && opt != "--svg")) {
+      argc = 0;  // usage
+      break;
+    }
+    (opt == "--markdown" ? md_path : svg_path) = argv[i + 1];
+  }
+  if (argc < 4) {
+    std::cerr << "usage: " << argv[0]
+              << " <raw results> <targets> <csv out> [--markdown <file>] "
+                 "[--svg <file>]\n";
     return 2;
   }
   std::ifstream raw(argv[1]);
@@ -269,13 +502,13 @@ int main(int argc, char** argv) {
            fail_reason[k] + ")";
   };
 
-  // Medians of a workload's memory at procs: [kind][0 goro, 1 go].
+  // Medians of a workload's memory at procs: [kind][runtime].
   auto mem_medians = [&](const std::string& wl, int procs) {
-    std::array<std::array<double, 2>, kMemKinds> m;
-    for (auto& a : m) a = {NAN, NAN};
+    std::array<std::array<double, kNumRt>, kMemKinds> m;
+    for (auto& a : m) a.fill(NAN);
     auto it = mem.find({wl, procs});
     if (it == mem.end()) return m;
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kNumRt; ++r) {
       auto rit = it->second.find(kRuntimes[r]);
       if (rit == it->second.end()) continue;
       for (int k = 0; k < kMemKinds; ++k)
@@ -283,117 +516,168 @@ int main(int argc, char** argv) {
     }
     return m;
   };
-  // "goro / Go (ratio)", values divided by `scale`.
-  auto mem_cell = [](const std::array<double, 2>& v, double scale) {
-    if (std::isnan(v[0]) && std::isnan(v[1])) return std::string();
+  bool has_boost = false;
+  for (const auto& [k, per_rt] : data)
+    has_boost = has_boost || per_rt.count("boost");
+  // "goro / Go[ / Boost] (goro/Go)", values divided by `scale`.
+  auto mem_cell = [&](const std::array<double, kNumRt>& v, double scale) {
+    if (std::isnan(v[0]) && std::isnan(v[1]) && std::isnan(v[2]))
+      return std::string();
     std::string c = fmt(v[0] / scale) + " / " + fmt(v[1] / scale);
+    if (has_boost) c += " / " + fmt(v[2] / scale);
     if (!std::isnan(v[0]) && !std::isnan(v[1]) && v[1] != 0)
       c += " (" + fmt(v[0] / v[1]) + ")";
     return c;
   };
-  // The first metric of each workload carries its memory columns.
+
+  std::vector<row> rows;
   std::set<std::string> mem_shown;  // workloads whose first metric was seen
-
-  std::ofstream csv(argv[3]);
-  csv << "metric,workload,unit,gomaxprocs,goro_median,goro_min,goro_max,"
-         "goro_n,go_median,go_min,go_max,go_n,ratio_goro_over_go,target,"
-         "status,note,goro_peak_rss_kib,go_peak_rss_kib,goro_page_tables_kib,"
-         "go_page_tables_kib,goro_minflt,go_minflt\n";
-
-  table t;
-  t.rows.push_back({"metric", "unit", "P", "goro med", "goro min..max", "n",
-                    "Go med", "Go min..max", "n", "goro/Go", "target", "status",
-                    "peak RSS MiB", "page tables MiB", "minflt k", "note"});
-  // metric, unit | P, goro med, range, n, Go med, range, n, ratio | target,
-  // status | memory x3 | note
-  t.right = {false, false, true,  true,  true, true, true, true,
-             true,  true,  false, false, true, true, true, false};
-
   int missed = 0, met = 0;
   for (const auto& metric : metric_order) {
     const bool first_of_workload = mem_shown.insert(workload_of[metric]).second;
     for (int procs : all_procs) {
+      row r;
+      r.metric = metric;
+      r.wl = workload_of[metric];
+      r.unit = unit_of[metric];
+      r.procs = procs;
+      r.first_of_workload = first_of_workload;
       auto it = data.find({metric, procs});
-      std::map<std::string, stats> st;
+      for (int k = 0; k < kNumRt; ++k)
+        if (it != data.end() && it->second.count(kRuntimes[k]))
+          r.st[k] = compute(it->second.at(kRuntimes[k]).values);
       for (const auto& rt : kRuntimes) {
-        if (it != data.end() && it->second.count(rt))
-          st[rt] = compute(it->second.at(rt).values);
-        else
-          st[rt] = stats{};
+        std::string f = fail_note(r.wl, procs, rt);
+        if (!f.empty()) r.note += (r.note.empty() ? "" : "; ") + f;
       }
-      const std::string& wl = workload_of[metric];
-      std::string note;
-      for (const auto& rt : kRuntimes) {
-        std::string f = fail_note(wl, procs, rt);
-        if (!f.empty()) note += (note.empty() ? "" : "; ") + f;
-      }
-      if (st["goro"].n == 0 && st["go"].n == 0 && note.empty() &&
-          !(first_of_workload && mem.count({wl, procs})))
+      if (r.st[0].n == 0 && r.st[1].n == 0 && r.st[2].n == 0 &&
+          r.note.empty() && !(first_of_workload && mem.count({r.wl, procs})))
         continue;
-      const double ratio = st["goro"].median / st["go"].median;
-      if (st["goro"].n && st["go"].n &&
-          (st["goro"].max >= st["go"].min && st["go"].max >= st["goro"].min))
-        note += (note.empty() ? "" : "; ") + std::string("ranges overlap");
-      std::string tgt, status;
+      r.ratio = r.st[0].median / r.st[1].median;
+      r.bratio = r.st[2].median / r.st[1].median;
+      if (r.st[0].n && r.st[1].n && r.st[0].max >= r.st[1].min &&
+          r.st[1].max >= r.st[0].min)
+        r.note += (r.note.empty() ? "" : "; ") + std::string("ranges overlap");
       if (auto tg = find_target(metric, procs, false)) {
         double v = NAN;
         bool at_least = false;  // v >= limit passes (else v <= limit)
         if (tg->kind == "ratio_max") {
-          tgt = "ratio<=" + fmt(tg->limit);
-          v = ratio;
+          r.tgt = "ratio<=" + fmt(tg->limit);
+          v = r.ratio;
         } else if (tg->kind == "ratio_min") {
-          tgt = "ratio>=" + fmt(tg->limit);
-          v = ratio;
+          r.tgt = "ratio>=" + fmt(tg->limit);
+          v = r.ratio;
           at_least = true;
         } else if (tg->kind == "abs_max") {
-          tgt = "<=" + fmt(tg->limit);
-          v = st["goro"].median;
+          r.tgt = "<=" + fmt(tg->limit);
+          v = r.st[0].median;
         } else {
-          tgt = tg->kind + "?";
+          r.tgt = tg->kind + "?";
         }
+        r.higher_better = at_least;
         if (std::isnan(v)) {
-          status = "n/a";
+          r.status = "n/a";
         } else if (at_least ? v >= tg->limit : v <= tg->limit) {
-          status = "ok";
+          r.status = "ok";
           ++met;
         } else {
-          status = "MISS";
+          r.status = "MISS";
           ++missed;
         }
       }
-      const auto mm = mem_medians(wl, procs);
-      std::string rss_c, pte_c, flt_c;
-      if (first_of_workload) {
-        rss_c = mem_cell(mm[kPeakRss], 1024);
-        pte_c = mem_cell(mm[kPageTables], 1024);
-        flt_c = mem_cell(mm[kMinflt], 1000);
-      }
-      t.rows.push_back({metric, unit_of[metric], std::to_string(procs),
-                        fmt(st["goro"].median), range(st["goro"]),
-                        std::to_string(st["goro"].n), fmt(st["go"].median),
-                        range(st["go"]), std::to_string(st["go"].n), fmt(ratio),
-                        tgt, status, rss_c, pte_c, flt_c, note});
-      csv << csv_field(metric) << ',' << csv_field(wl) << ','
-          << csv_field(unit_of[metric]) << ',' << procs << ','
-          << csv_num(st["goro"].median) << ',' << csv_num(st["goro"].min) << ','
-          << csv_num(st["goro"].max) << ',' << st["goro"].n << ','
-          << csv_num(st["go"].median) << ',' << csv_num(st["go"].min) << ','
-          << csv_num(st["go"].max) << ',' << st["go"].n << ',' << csv_num(ratio)
-          << ',' << csv_field(tgt) << ',' << status << ',' << csv_field(note);
-      for (int k = 0; k < kMemKinds; ++k)
-        csv << ',' << csv_num(mm[k][0]) << ',' << csv_num(mm[k][1]);
-      csv << '\n';
+      r.mm = mem_medians(r.wl, procs);
+      rows.push_back(std::move(r));
     }
+  }
+
+  // --- text table and CSV ---------------------------------------------------
+  std::ofstream csv(argv[3]);
+  csv << "metric,workload,unit,gomaxprocs,goro_median,goro_min,goro_max,"
+         "goro_n,go_median,go_min,go_max,go_n,ratio_goro_over_go,target,"
+         "status,note,goro_peak_rss_kib,go_peak_rss_kib,goro_page_tables_kib,"
+         "go_page_tables_kib,goro_minflt,go_minflt,boost_median,boost_min,"
+         "boost_max,boost_n,ratio_boost_over_go,boost_peak_rss_kib\n";
+  table t;
+  {
+    std::vector<std::string> h = {"metric",   "unit",          "P",
+                                  "goro med", "goro min..max", "n",
+                                  "Go med",   "Go min..max",   "n"};
+    std::vector<bool> ra = {false, false, true, true, true,
+                            true,  true,  true, true};
+    if (has_boost) {
+      for (const char* c : {"Boost med", "Boost min..max", "n"}) h.push_back(c);
+      for (int i = 0; i < 3; ++i) ra.push_back(true);
+    }
+    h.push_back("goro/Go");
+    ra.push_back(true);
+    if (has_boost) {
+      h.push_back("Boost/Go");
+      ra.push_back(true);
+    }
+    for (const char* c : {"target", "status"}) {
+      h.push_back(c);
+      ra.push_back(false);
+    }
+    for (const char* c : {"peak RSS MiB", "page tables MiB", "minflt k"}) {
+      h.push_back(c);
+      ra.push_back(true);
+    }
+    h.push_back("note");
+    ra.push_back(false);
+    t.rows.push_back(h);
+    t.right = ra;
+  }
+  for (const auto& r : rows) {
+    std::vector<std::string> c = {r.metric,
+                                  r.unit,
+                                  std::to_string(r.procs),
+                                  fmt(r.st[0].median),
+                                  range(r.st[0]),
+                                  std::to_string(r.st[0].n),
+                                  fmt(r.st[1].median),
+                                  range(r.st[1]),
+                                  std::to_string(r.st[1].n)};
+    if (has_boost) {
+      c.push_back(fmt(r.st[2].median));
+      c.push_back(range(r.st[2]));
+      c.push_back(std::to_string(r.st[2].n));
+    }
+    c.push_back(fmt(r.ratio));
+    if (has_boost) c.push_back(fmt(r.bratio));
+    c.push_back(r.tgt);
+    c.push_back(r.status);
+    if (r.first_of_workload) {
+      c.push_back(mem_cell(r.mm[kPeakRss], 1024));
+      c.push_back(mem_cell(r.mm[kPageTables], 1024));
+      c.push_back(mem_cell(r.mm[kMinflt], 1000));
+    } else {
+      c.insert(c.end(), 3, std::string());
+    }
+    c.push_back(r.note);
+    t.rows.push_back(std::move(c));
+    csv << csv_field(r.metric) << ',' << csv_field(r.wl) << ','
+        << csv_field(r.unit) << ',' << r.procs << ',' << csv_num(r.st[0].median)
+        << ',' << csv_num(r.st[0].min) << ',' << csv_num(r.st[0].max) << ','
+        << r.st[0].n << ',' << csv_num(r.st[1].median) << ','
+        << csv_num(r.st[1].min) << ',' << csv_num(r.st[1].max) << ','
+        << r.st[1].n << ',' << csv_num(r.ratio) << ',' << csv_field(r.tgt)
+        << ',' << r.status << ',' << csv_field(r.note);
+    for (int k = 0; k < kMemKinds; ++k)
+      csv << ',' << csv_num(r.mm[k][0]) << ',' << csv_num(r.mm[k][1]);
+    csv << ',' << csv_num(r.st[2].median) << ',' << csv_num(r.st[2].min) << ','
+        << csv_num(r.st[2].max) << ',' << r.st[2].n << ',' << csv_num(r.bratio)
+        << ',' << csv_num(r.mm[kPeakRss][2]) << '\n';
   }
   t.print(std::cout);
   if (!mem.empty())
     std::cout << "memory columns, on the first row of each workload: median "
                  "over runs of peak RSS (VmHWM) and page tables (VmPTE, not "
                  "part of RSS), both read by the process after its workload, "
-                 "and minor page faults of the whole run; goro / Go "
-                 "(ratio)\n";
+                 "and minor page faults of the whole run; goro / Go"
+              << (has_boost ? " / Boost" : "") << " (goro/Go)\n";
 
   // Scaling: median at P / median at 1 P, per runtime.
+  std::vector<std::vector<std::string>> scaling_rows;
   if (all_procs.count(1) && all_procs.size() > 1) {
     table s;
     s.rows.push_back({"scaling (median at P / median at P=1)", "P", "goro",
@@ -430,11 +714,13 @@ int main(int argc, char** argv) {
         }
         s.rows.push_back({metric, std::to_string(procs), fmt(sc["goro"]),
                           fmt(sc["go"]), tgt, status});
+        // The markdown report shows only the rows with a target.
+        if (!tgt.empty()) scaling_rows.push_back(s.rows.back());
         csv << csv_field("scaling:" + metric) << ','
             << csv_field(workload_of[metric]) << ",ratio," << procs << "/1,"
             << csv_num(sc["goro"]) << ",,,," << csv_num(sc["go"]) << ",,,,"
             << csv_num(sc["goro"] / sc["go"]) << ',' << csv_field(tgt) << ','
-            << status << ",,,,,,,\n";
+            << status << ",,,,,,,,,,,,,\n";
       }
     }
     std::cout << '\n';
@@ -442,22 +728,38 @@ int main(int argc, char** argv) {
   }
 
   // Checksums must agree across runtimes and runs.
-  if (!checks.empty()) {
-    std::cout << '\n';
-    for (const auto& [wl, per_rt] : checks) {
-      std::set<std::string> all;
+  std::vector<std::string> check_lines;
+  for (const auto& [wl, per_rt] : checks) {
+    std::set<std::string> all;
+    for (const auto& [rt, vals] : per_rt) all.insert(vals.begin(), vals.end());
+    check_lines.push_back("check " + wl + ": " +
+                          (all.size() == 1 ? "ok (" + *all.begin() + ")"
+                                           : std::string("MISMATCH")));
+    if (all.size() != 1)
       for (const auto& [rt, vals] : per_rt)
-        all.insert(vals.begin(), vals.end());
-      std::cout << "check " << wl << ": "
-                << (all.size() == 1 ? "ok (" + *all.begin() + ")"
-                                    : std::string("MISMATCH"))
-                << '\n';
-      if (all.size() != 1)
-        for (const auto& [rt, vals] : per_rt)
-          for (const auto& v : vals)
-            std::cout << "  " << rt << ' ' << v << '\n';
-    }
+        for (const auto& v : vals) check_lines.push_back("  " + rt + ' ' + v);
+  }
+  if (!check_lines.empty()) {
+    std::cout << '\n';
+    for (const auto& l : check_lines) std::cout << l << '\n';
   }
   std::cout << "\ntargets: " << met << " met, " << missed << " missed\n";
+
+  if (!md_path.empty()) {
+    std::ofstream md(md_path);
+    write_markdown(md, rows, has_boost, scaling_rows, check_lines, met, missed);
+    if (!md) {
+      std::cerr << "cannot write " << md_path << '\n';
+      return 2;
+    }
+  }
+  if (!svg_path.empty()) {
+    std::ofstream svg(svg_path);
+    write_svg(svg, rows, has_boost);
+    if (!svg) {
+      std::cerr << "cannot write " << svg_path << '\n';
+      return 2;
+    }
+  }
   return 0;
 }
