@@ -7,6 +7,7 @@
 #include <goro/errgroup.hpp>
 #include <goro/fd.hpp>
 #include <goro/net.hpp>
+#include <goro/pool.hpp>
 #include <goro/runtime.hpp>
 #include <goro/select.hpp>
 #include <goro/stats.hpp>

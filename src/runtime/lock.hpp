@@ -41,6 +41,7 @@ enum class lock_rank : std::uint8_t {
   allg = 60,          // allglock: the list of all Gs
   stack = 70,         // stack chunk and G slab allocators
   pollcache = 75,     // the poll_desc free list
+  pool = 80,          // goro::pool's shared list and per-P directory
   leaf = 255,         // nothing may be acquired after it
 };
 
