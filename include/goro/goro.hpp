@@ -4,6 +4,7 @@
 #include <goro/chan.hpp>
 #include <goro/context.hpp>
 #include <goro/debug.hpp>
+#include <goro/defer.hpp>
 #include <goro/errgroup.hpp>
 #include <goro/fd.hpp>
 #include <goro/net.hpp>
