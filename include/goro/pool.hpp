@@ -24,14 +24,19 @@
 // them as Go does at each GC through its victim cache):
 //   - put() destroys the object instead of caching it when its P's slots and
 //     the shared list are all full (so a pool holds at most
-//     max_shared + (local_capacity + 1) per P objects);
-//   - clear() destroys every cached object (not concurrently with get/put);
+//     max_shared + local_capacity per P objects);
+//   - clear() destroys the objects in the shared list and on the calling
+//     goroutine's P at once; every other P drops what it cached before the
+//     clear the next time it uses the pool (so no get() that starts after
+//     clear() returns hands out an object cached before it). It may run
+//     concurrently with get() and put();
 //   - the destructor destroys every cached object.
 // Each object is destroyed exactly once, by whoever holds it last.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <type_traits>
@@ -59,7 +64,8 @@ class pool_base {
   void* get() noexcept;
   // Caches p (not null), or destroys it when the pool is full.
   void put(void* p) noexcept;
-  // Destroys every cached object. Not concurrently with get/put.
+  // Destroys the shared list's objects and the calling P's; the other Ps
+  // drop theirs at their next get/put (epoch_). Safe with concurrent use.
   void clear() noexcept;
   // Objects cached now (a snapshot; exact only without concurrent use).
   std::size_t size_approx() const noexcept;
@@ -72,6 +78,9 @@ class pool_base {
   local* pin_slow(int pid) noexcept;
   void* refill(local* l) noexcept;
   void spill(local* l, void* p) noexcept;
+  void* get_stale(local* l) noexcept;
+  void put_stale(local* l, void* p) noexcept;
+  void free_all() noexcept;
   void* get_shared() noexcept;
   void put_shared(void* p) noexcept;
 
@@ -80,6 +89,9 @@ class pool_base {
   // Per-P slots, indexed by P id; replaced (never shrunk) when a P with a
   // larger id shows up.
   std::atomic<directory*> dir_{nullptr};
+  // Bumped by clear() (under the lock); a local whose epoch differs holds
+  // objects cached before a clear.
+  std::atomic<std::uint64_t> epoch_{0};
   shared* shared_;  // the shared list and its lock
 };
 
@@ -122,8 +134,11 @@ class pool {
   void put(pointer obj) noexcept {
     if (obj) base_.put(obj.release());
   }
-  // Destroys every cached object now. Must not run concurrently with
-  // get() or put() on this pool (it reads every P's slots).
+  // Drops every cached object: those in the shared list and on this
+  // goroutine's P are destroyed now, those other Ps hold when their P next
+  // uses the pool (or by the destructor). A get() that starts after clear()
+  // returns never gets an object cached before it. May run concurrently
+  // with get() and put().
   void clear() noexcept { base_.clear(); }
   // Objects cached now: exact when nothing runs concurrently.
   std::size_t size_approx() const noexcept { return base_.size_approx(); }

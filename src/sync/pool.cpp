@@ -46,8 +46,17 @@
 // the old one on a retired list until the pool dies (a P may still be
 // reading it). Locals never move, and a local is created only under the
 // lock, so the copy cannot lose one. When GOMAXPROCS shrinks, the locals of
-// the Ps that went away keep their objects until clear() or the
-// destructor (Ps are never freed; the same ids come back if it grows).
+// the Ps that went away keep their objects until the destructor (Ps are
+// never freed; the same ids come back if it grows).
+//
+// clear() without touching other Ps' locals (Go clears pools at GC, with
+// the world stopped; goro has no such moment). clear() bumps the pool's
+// epoch and empties the shared list in one critical section, then empties
+// the caller's own local. Every get/put compares its local's epoch with
+// the pool's (one load, no RMW) and, when they differ, first empties the
+// local: objects cached before a clear are destroyed by their own P at its
+// next use, or by the destructor, and never handed out by a get that
+// started after the clear returned.
 #include <algorithm>
 #include <goro/pool.hpp>
 #include <new>
@@ -69,6 +78,9 @@ struct alignas(64) pool_base::local {
   // Owner-written; atomic only so that size_approx may read it from any
   // thread (relaxed load + store, no read-modify-write).
   std::atomic<std::uint32_t> n{0};
+  // The pool's epoch_ when this stack was last known clean (owner-only,
+  // or under the lock while the owner is inside refill/spill).
+  std::uint64_t epoch = 0;
   void* objs[cap] = {};
 };
 
@@ -87,7 +99,7 @@ pool_base::pool_base(destroy_fn destroy, std::size_t max_shared)
     : destroy_(destroy), max_shared_(max_shared), shared_(new shared) {}
 
 pool_base::~pool_base() {
-  clear();
+  free_all();
   directory* d = dir_.load(std::memory_order_acquire);
   if (d != nullptr) {
     for (std::int32_t i = 0; i < d->n; i++)
@@ -124,6 +136,7 @@ pool_base::local* pool_base::pin_slow(int pid) noexcept {
     local* l = d->slots[pid].load(std::memory_order_relaxed);
     if (l == nullptr) {
       l = new local;
+      l->epoch = epoch_.load(std::memory_order_relaxed);
       d->slots[pid].store(l, std::memory_order_release);
     }
     return l;
@@ -148,6 +161,7 @@ void* pool_base::get() noexcept {
   if (d != nullptr && pp->id < d->n)
     l = d->slots[pp->id].load(std::memory_order_acquire);
   if (l == nullptr && (l = pin_slow(pp->id)) == nullptr) return get_shared();
+  if (l->epoch != epoch_.load(std::memory_order_acquire)) return get_stale(l);
   std::uint32_t n = l->n.load(std::memory_order_relaxed);
   if (n == 0) return refill(l);
   l->n.store(n - 1, std::memory_order_relaxed);
@@ -162,6 +176,8 @@ void pool_base::put(void* p) noexcept {
   if (d != nullptr && pp->id < d->n)
     l = d->slots[pp->id].load(std::memory_order_acquire);
   if (l == nullptr && (l = pin_slow(pp->id)) == nullptr) return put_shared(p);
+  if (l->epoch != epoch_.load(std::memory_order_acquire))
+    return put_stale(l, p);
   std::uint32_t n = l->n.load(std::memory_order_relaxed);
   if (n == cap) return spill(l, p);
   l->objs[n] = p;
@@ -172,6 +188,9 @@ void pool_base::put(void* p) noexcept {
 // the rest go to l (the most recently shared on top).
 void* pool_base::refill(local* l) noexcept {
   rt::lock_guard g(shared_->mu);
+  // l is empty, so it is clean whatever clear() did since the caller
+  // looked: what it receives now was shared after that clear.
+  l->epoch = epoch_.load(std::memory_order_relaxed);
   std::vector<void*>& s = shared_->objs;
   if (s.empty()) return nullptr;
   std::size_t k = std::min<std::size_t>(batch, s.size());
@@ -192,9 +211,12 @@ void pool_base::spill(local* l, void* p) noexcept {
   {
     rt::lock_guard g(shared_->mu);
     std::vector<void*>& s = shared_->objs;
+    // A clear() since the caller looked: l's objects predate it, so they
+    // are dropped rather than shared (the rest of l goes at the next use).
+    bool stale = l->epoch != epoch_.load(std::memory_order_relaxed);
     for (std::uint32_t i = 0; i < batch; i++) {
       bool kept = false;
-      if (s.size() < max_shared_) {
+      if (!stale && s.size() < max_shared_) {
         try {
           s.push_back(l->objs[i]);
           kept = true;
@@ -235,17 +257,66 @@ void pool_base::put_shared(void* p) noexcept {
   destroy_(p);
 }
 
+// l holds objects cached before a clear(): empty it (marking it clean),
+// serve the request, then destroy them once l is no longer used.
+void* pool_base::get_stale(local* l) noexcept {
+  void* old[cap];
+  std::uint32_t n = l->n.load(std::memory_order_relaxed);
+  std::copy(l->objs, l->objs + n, old);
+  l->n.store(0, std::memory_order_relaxed);
+  void* p = refill(l);  // marks l clean under the lock
+  for (std::uint32_t i = 0; i < n; i++) destroy_(old[i]);
+  return p;
+}
+
+void pool_base::put_stale(local* l, void* p) noexcept {
+  void* old[cap];
+  std::uint32_t n = l->n.load(std::memory_order_relaxed);
+  std::copy(l->objs, l->objs + n, old);
+  l->epoch = epoch_.load(std::memory_order_acquire);
+  l->objs[0] = p;
+  l->n.store(1, std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < n; i++) destroy_(old[i]);
+}
+
+// A new epoch makes every P's stack stale; the shared list is emptied in
+// the same critical section, so whatever is shared afterwards was put after
+// the clear. The caller's own P (if any) is cleaned at once through the
+// ordinary stale path.
 void pool_base::clear() noexcept {
+  std::vector<void*> all;
+  {
+    rt::lock_guard g(shared_->mu);
+    epoch_.store(epoch_.load(std::memory_order_relaxed) + 1,
+                 std::memory_order_release);
+    all.swap(shared_->objs);
+  }
+  for (void* p : all) destroy_(p);
+  if (rt::P* pp = current_p()) {
+    directory* d = dir_.load(std::memory_order_acquire);
+    local* l = nullptr;
+    if (d != nullptr && pp->id < d->n)
+      l = d->slots[pp->id].load(std::memory_order_acquire);
+    if (l != nullptr && l->epoch != epoch_.load(std::memory_order_acquire)) {
+      void* old[cap];
+      std::uint32_t n = l->n.load(std::memory_order_relaxed);
+      std::copy(l->objs, l->objs + n, old);
+      l->n.store(0, std::memory_order_relaxed);
+      l->epoch = epoch_.load(std::memory_order_acquire);
+      // l is done with: from here this goroutine may switch.
+      for (std::uint32_t i = 0; i < n; i++) destroy_(old[i]);
+    }
+  }
+}
+
+// The destructor: no concurrent use, so every P's stack can be read.
+void pool_base::free_all() noexcept {
   std::vector<void*> all;
   {
     rt::lock_guard g(shared_->mu);
     all.swap(shared_->objs);
   }
   for (void* p : all) destroy_(p);
-  // The locals without the lock: clear() does not run concurrently with
-  // get/put (documented), and their owners never take the lock to use them.
-  // Each local is emptied before its objects are destroyed, so a destructor
-  // that uses this pool finds consistent state.
   directory* d = dir_.load(std::memory_order_acquire);
   for (std::int32_t i = 0; d != nullptr && i < d->n; i++) {
     local* l = d->slots[i].load(std::memory_order_acquire);
