@@ -281,8 +281,8 @@ void pool_base::put_stale(local* l, void* p) noexcept {
 
 // A new epoch makes every P's stack stale; the shared list is emptied in
 // the same critical section, so whatever is shared afterwards was put after
-// the clear. The caller's own P (if any) is cleaned at once through the
-// ordinary stale path.
+// the clear. The caller's own P (if any) is emptied at once; the others
+// empty themselves at their next get/put (get_stale, put_stale).
 void pool_base::clear() noexcept {
   std::vector<void*> all;
   {
