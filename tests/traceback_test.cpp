@@ -17,6 +17,8 @@
 #include <goro/goro.hpp>
 #include <string>
 
+#include "runtime/testhook.hpp"
+
 using ::testing::ExitedWithCode;
 using namespace std::chrono_literals;
 
@@ -129,6 +131,54 @@ TEST(Traceback, AllShowsParkedGoroutinesWithReasonFramesAndCreator) {
     m.unlock();
     ch.send(1);
     done.wait();
+  });
+}
+
+// G.waitsince: a goroutine parked "two minutes ago" (the coarse clock moved
+// forward by the test hook after it parked) shows the wait; one that parked
+// after the move does not.
+TEST(Traceback, LongWaitShowsMinutes) {
+  goro::run([] {
+    auto old_ch = goro::make_chan<int>();
+    auto new_ch = goro::make_chan<int>();
+    std::atomic<std::uint64_t> old_id{0}, new_id{0};
+    goro::wait_group done;
+    done.add(2);
+    goro::go([&] {
+      old_id = goro::goroutine_id();
+      traceback_test_parked_receiver(old_ch);
+      done.done();
+    });
+    std::string dump;
+    ASSERT_TRUE(eventually([&] {
+      dump = goro::debug::stack(true);
+      return old_id.load() != 0 &&
+             contains(block_of(dump, old_id), "[chan receive]:");
+    })) << dump;
+    goro::rt::coarse_clock_advance_for_test(150);
+    goro::go([&] {
+      new_id = goro::goroutine_id();
+      traceback_test_parked_receiver(new_ch);
+      done.done();
+    });
+    ASSERT_TRUE(eventually([&] {
+      dump = goro::debug::stack(true);
+      return new_id.load() != 0 &&
+             contains(block_of(dump, new_id), "[chan receive");
+    })) << dump;
+    EXPECT_TRUE(contains(block_of(dump, old_id), "[chan receive, 2 minutes]:"))
+        << dump;
+    EXPECT_TRUE(contains(block_of(dump, new_id), "[chan receive]:")) << dump;
+    // The caller is running: no wait time.
+    EXPECT_EQ(dump.rfind("goroutine " + std::to_string(goro::goroutine_id()) +
+                             " [running]:",
+                         0),
+              0u)
+        << dump;
+    old_ch.send(1);
+    new_ch.send(1);
+    done.wait();
+    goro::rt::coarse_clock_advance_for_test(-150);
   });
 }
 

@@ -3,6 +3,7 @@
 // queue, global queue, non-blocking netpoll, stealing (with other Ps'
 // timers on the last pass), then give up the P, re-check everything, and
 // sleep in the poller until the next timer, or on the M's note.
+#include "runtime/coarseclock.hpp"
 #include "runtime/globrunq.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
@@ -191,6 +192,7 @@ top:
       g_queue list = netpoll(delay);
       trace_netpoll(list.head, list.size);
       std::int64_t now = nanotime();
+      coarse_clock_update();
       sched.poll_until.store(0);
       sched.last_poll.store(now);
       sched.lock.lock();

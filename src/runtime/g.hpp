@@ -117,6 +117,10 @@ struct G {
   // Alignment of a heap-allocated callable (fn_heap); here to share the
   // word with tsan_uses.
   std::uint32_t fn_heap_align = 0;
+  // When it last parked, in seconds of the coarse clock (coarseclock.hpp;
+  // Go's waitsince): dumps print ", N minutes" after a minute's wait.
+  // Written by gopark on the G's own thread, read racily by dumps.
+  std::atomic<std::int64_t> waitsince{0};
   // Inline storage for the callable: a lambda capturing up to five words or
   // go(f, args...) with a few arguments; larger ones go to the heap.
   static constexpr std::size_t fn_inline_size = 48;

@@ -12,6 +12,7 @@
 
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
+#include "runtime/coarseclock.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
@@ -206,6 +207,7 @@ void stopm() {
   mp->park.sleep();
   mp->park.clear();
   mp->blocked = false;
+  coarse_clock_update();  // back from a sleep: a slow path anyway
   acquirep(mp->nextp);
   mp->nextp = nullptr;
 }

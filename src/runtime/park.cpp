@@ -4,6 +4,7 @@
 
 #include <sched.h>
 
+#include "runtime/coarseclock.hpp"
 #include "runtime/context.hpp"
 #include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
@@ -153,6 +154,8 @@ void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
   mp->waitunlockf = unlockf;
   mp->waitlock = lock;
   gp->waitreason = reason;
+  // A relaxed load of a line that changes once a second: no clock read.
+  gp->waitsince.store(coarse_clock_now(), std::memory_order_relaxed);
   mcall_impl(park_m, false);
   if (in_syscall) entersyscall();
 }

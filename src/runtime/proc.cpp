@@ -16,6 +16,7 @@
 
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
+#include "runtime/coarseclock.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
@@ -111,6 +112,7 @@ void schedinit(const goro::options* opt) {
   netpollinit();
   sigquit_install();
   sched.last_poll.store(nanotime());
+  coarse_clock_update();
   for (int i = 0; i < procs; i++) {
     allp[i] = new P;
     allp[i]->id = i;

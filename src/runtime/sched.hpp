@@ -82,6 +82,9 @@ struct schedt {
   std::atomic<std::int64_t> poll_until{0};
   // Goroutines created from plain threads minus those accounted on Ps.
   std::atomic<std::int64_t> ngoroutines_extra{0};
+  // The coarse clock (coarseclock.hpp): read by every gopark, written at
+  // most once a second.
+  alignas(64) std::atomic<std::int64_t> coarse_s{0};
 };
 
 extern schedt sched;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "runtime/checkdead.hpp"
+#include "runtime/coarseclock.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
@@ -184,6 +185,7 @@ void* sysmon(void*) {
       if (sleep_us > cap) sleep_us = cap;
     }
     usleep(useconds_t(sleep_us));
+    coarse_clock_update();
     sigquit_check();
     std::int64_t now = nanotime();
     if (debug.schedtrace <= 0 && sched.npidle.load() == gomaxprocs_now()) {
@@ -213,6 +215,7 @@ void* sysmon(void*) {
           lock_guard lk(sched.lock);
           checkdead();
         }
+        coarse_clock_update();
         sigquit_check();
         sched.lock.lock();
         sysmonwait.store(false);

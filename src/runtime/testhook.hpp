@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 namespace goro::rt {
 
@@ -18,8 +19,15 @@ struct test_hooks {
   // A due timer was taken off (or re-armed in) its heap and is about to
   // fire; the heap lock is still held.
   std::atomic<void (*)(timer*)> timer_unlinked{nullptr};
+  // Seconds added to the coarse clock (coarseclock.hpp), so that a test
+  // sees goroutines that waited minutes without waiting; set through
+  // coarse_clock_advance_for_test.
+  std::atomic<std::int64_t> clock_offset_s{0};
 };
 extern test_hooks testhooks;
+
+// Moves the coarse clock forward by `seconds` (tests only) and refreshes it.
+void coarse_clock_advance_for_test(std::int64_t seconds);
 
 template <class... A>
 inline void run_test_hook(const std::atomic<void (*)(A...)>& h, A... a) {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/coarseclock.hpp"
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
 #include "runtime/symtab.hpp"
@@ -80,12 +81,22 @@ void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
 
 void append_goroutine(std::string& out, G* gp, G* self) {
   std::uint32_t st = readgstatus(gp);
-  char head[160];
+  char head[200];
   const char* what = st == g_waiting && gp->waitreason != wait_reason::zero
                          ? wait_reason_string(gp->waitreason)
                          : gstatus_string(st);
-  std::snprintf(head, sizeof head, "goroutine %llu [%s%s]:\n",
-                static_cast<unsigned long long>(gp->goid), what,
+  // How long it has been parked, in whole minutes, from a minute on (Go
+  // prints "1 minutes" too). waitsince is the coarse clock at gopark.
+  char waited[40] = "";
+  std::int64_t since = gp->waitsince.load(std::memory_order_relaxed);
+  if (st == g_waiting && since != 0) {
+    std::int64_t minutes = (coarse_clock_exact() - since) / 60;
+    if (minutes >= 1)
+      std::snprintf(waited, sizeof waited, ", %lld minutes",
+                    static_cast<long long>(minutes));
+  }
+  std::snprintf(head, sizeof head, "goroutine %llu [%s%s%s]:\n",
+                static_cast<unsigned long long>(gp->goid), what, waited,
                 gp->lockedm != nullptr ? ", locked to thread" : "");
   out += head;
   pc_buf b;
