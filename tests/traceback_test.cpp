@@ -17,6 +17,7 @@
 #include <goro/goro.hpp>
 #include <string>
 
+#include "runtime/dwarfline.hpp"
 #include "runtime/testhook.hpp"
 
 using ::testing::ExitedWithCode;
@@ -39,6 +40,15 @@ __attribute__((noinline)) std::string traceback_test_self_dump() {
   std::string s = goro::debug::stack(false);
   asm volatile("");
   return s;
+}
+
+// The line of the call below, for the file:line check.
+int traceback_test_call_line = 0;
+
+__attribute__((noinline)) void traceback_test_line_caller(goro::chan<int> ch) {
+  traceback_test_call_line = __LINE__ + 1;
+  traceback_test_parked_receiver(ch);
+  asm volatile("");
 }
 
 namespace {
@@ -179,6 +189,44 @@ TEST(Traceback, LongWaitShowsMinutes) {
     new_ch.send(1);
     done.wait();
     goro::rt::coarse_clock_advance_for_test(-150);
+  });
+}
+
+// With DWARF (the tests are built with -g) and libdw, a frame's second line
+// is the source position: "\t/path/traceback_test.cpp:123 +0x1d".
+TEST(Traceback, FramesShowFileAndLine) {
+  if (!goro::rt::dwarf_lines_available())
+    GTEST_SKIP() << "no file:line: libgoro was built without elfutils' "
+                    "libdwfl.h, or libdw.so.1 cannot be loaded";
+  goro::run([] {
+    auto ch = goro::make_chan<int>();
+    std::atomic<std::uint64_t> id{0};
+    goro::wait_group done;
+    done.add(1);
+    goro::go([&] {
+      id = goro::goroutine_id();
+      traceback_test_line_caller(ch);
+      done.done();
+    });
+    std::string dump;
+    ASSERT_TRUE(eventually([&] {
+      dump = goro::debug::stack(true);
+      return id.load() != 0 && contains(block_of(dump, id), "[chan receive]");
+    })) << dump;
+    std::string b = block_of(dump, id);
+    std::size_t at = b.find("\ntraceback_test_line_caller(");
+    ASSERT_NE(at, std::string::npos) << b;
+    at = b.find("\n\t", at + 1);
+    ASSERT_NE(at, std::string::npos) << b;
+    std::string second = b.substr(at + 2);
+    second = second.substr(0, second.find('\n'));
+    std::string pos =
+        "traceback_test.cpp:" + std::to_string(traceback_test_call_line) +
+        " +0x";
+    EXPECT_TRUE(contains(second, pos)) << "want " << pos << " in:\n" << b;
+    EXPECT_EQ(second[0], '/') << b;  // a full path, as Go prints
+    ch.send(1);
+    done.wait();
   });
 }
 

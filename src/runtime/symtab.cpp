@@ -16,6 +16,8 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/dwarfline.hpp"
+
 namespace goro::rt {
 
 namespace {
@@ -142,9 +144,10 @@ std::string demangle(const std::string& name) {
 
 }  // namespace
 
-symbol_info symbolize(std::uintptr_t pc) {
+symbol_info symbolize(std::uintptr_t pc, bool lines) {
   symbol_info info;
   std::lock_guard<std::mutex> lk(mu);
+  if (lines) dwarf_line(pc, &info.file, &info.line);
   object_syms* o = find_object(pc);
   if (o == nullptr) return info;
   if (!o->loaded) load_file(*o);

@@ -67,7 +67,7 @@ bool hidden(const std::string& fn) {
 }
 
 void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
-  symbol_info s = symbolize(pc);
+  symbol_info s = symbolize(pc, true);
   char line[64];
   std::snprintf(line, sizeof line, " +0x%zx\n",
                 static_cast<std::size_t>(s.offset));
@@ -75,7 +75,14 @@ void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
   out += s.function.empty() ? "?" : s.function;
   if (!created_by) out += "(...)";
   out += "\n\t";
-  out += s.object.empty() ? "?" : s.object;
+  // Go's "\t/path/file.go:123 +0x45"; the object's path without DWARF.
+  if (!s.file.empty()) {
+    out += s.file;
+    out += ':';
+    out += std::to_string(s.line);
+  } else {
+    out += s.object.empty() ? "?" : s.object;
+  }
   out += line;
 }
 
