@@ -42,6 +42,16 @@ __attribute__((noinline)) std::string traceback_test_self_dump() {
   return s;
 }
 
+// Spins call-free inside a preempt_guard (so it stays _Grunning on its
+// thread) until *stop.
+__attribute__((noinline)) void traceback_test_spinner(
+    std::atomic<bool>* started, std::atomic<bool>* stop) {
+  goro::preempt_guard g;
+  started->store(true);
+  while (!stop->load(std::memory_order_relaxed)) {
+  }
+}
+
 // The line of the call below, for the file:line check.
 int traceback_test_call_line = 0;
 
@@ -273,6 +283,36 @@ TEST_F(TracebackDeathTest, SigquitDumpsEveryGoroutineAndExits2) {
       "SIGQUIT: quit\n\n(.|\n)*"
       "goroutine [0-9]+ \\[chan "
       "receive\\]:\n(.|\n)*traceback_test_parked_receiver");
+}
+
+// A goroutine running on another thread: the SIGQUIT dump interrupts its
+// thread with the preemption signal and shows the frames it was running.
+TEST_F(TracebackDeathTest, SigquitShowsFramesOfRunningGoroutines) {
+#ifdef TRACEBACK_TEST_TSAN
+  GTEST_SKIP() << "under TSan the preemption signal's handler is not "
+                  "installed (TSan defers asynchronous signals): running "
+                  "goroutines show no frames";
+#endif
+  EXPECT_EXIT(
+      {
+        goro::options o;
+        o.gomaxprocs = 2;
+        goro::run(o, [] {
+          std::atomic<bool> started{false}, stop{false};
+          goro::go([&] { traceback_test_spinner(&started, &stop); });
+          while (!started.load()) goro::gosched();
+          ::kill(::getpid(), SIGQUIT);
+          // sysmon prints and exits; bounded in case it does not.
+          goro::sleep(10s);
+          stop = true;
+        });
+        std::exit(0);
+      },
+      ExitedWithCode(2),
+      "SIGQUIT: quit\n\n(.|\n)*"
+      "goroutine [0-9]+ \\[running\\]:\n"
+      "traceback_test_spinner\\(std::atomic<bool>\\*, "
+      "std::atomic<bool>\\*\\)\\(\\.\\.\\.\\)\n\t[^\n]+ \\+0x[0-9a-f]+\n");
 }
 
 TEST_F(TracebackDeathTest, DeadlockReportIsFollowedByTheDump) {

@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #include <cstring>
 #include <goro/debug.hpp>
@@ -42,6 +43,7 @@
 #include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/nanotime.hpp"
 #include "runtime/oslock.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
@@ -345,6 +347,49 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
   async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
 }
 
+// A dump's traceback request (signal_traceback): the frames from the
+// interrupted context outwards. The unwinder starts in this handler and
+// crosses the kernel's signal frame (glibc's __restore_rt has CFI for it);
+// frames before the interrupted pc are the handler's own and are skipped.
+struct tb_walk {
+  std::uintptr_t from;  // the interrupted pc
+  M* mp;
+  bool started;
+};
+
+_Unwind_Reason_Code tb_one(struct _Unwind_Context* ctx, void* arg) {
+  auto* w = static_cast<tb_walk*>(arg);
+  int before = 0;
+  std::uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
+  if (pc == 0) return _URC_END_OF_STACK;
+  if (!w->started) {
+    if (pc != w->from) return _URC_NO_REASON;
+    w->started = true;
+  }
+  if (!before) pc--;  // a return address: look up the call
+  w->mp->tb_pcs[w->mp->tb_n++] = pc;
+  return w->mp->tb_n >= M::tb_max ? _URC_END_OF_STACK : _URC_NO_REASON;
+}
+
+// True if a traceback was asked of this thread (then answered here, and
+// the signal does not preempt). One relaxed load when none was.
+bool traceback_request(M* mp, ucontext_t* uc) {
+  if (mp->tb_state.load(std::memory_order_relaxed) != 1) return false;
+  std::uint32_t asked = 1;
+  if (!mp->tb_state.compare_exchange_strong(asked, 2,
+                                            std::memory_order_acquire))
+    return false;
+  mp->tb_n = 0;
+  G* gp = mp->curg.load(std::memory_order_relaxed);
+  if (gp != nullptr && gp == mp->tb_g) {
+    tb_walk w{std::uintptr_t(uc->uc_mcontext.gregs[REG_RIP]), mp, false};
+    _Unwind_Backtrace(tb_one, &w);
+  }
+  mp->tb_state.store(3, std::memory_order_release);
+  futex_wake(&mp->tb_state, 1);
+  return true;
+}
+
 void sigpreempt(int sig, siginfo_t* si, void* uctx) {
   int saved_errno = errno;
   // A real signal of this number may have been coalesced with ours: the
@@ -355,7 +400,12 @@ void sigpreempt(int sig, siginfo_t* si, void* uctx) {
            old_action.sa_handler != SIG_IGN && old_action.sa_handler != nullptr)
     old_action.sa_handler(sig);
   M* mp = goro_tls_m;  // same thread: a direct TLS read is fine here
-  if (mp != nullptr) {
+  if (mp != nullptr && traceback_request(mp, static_cast<ucontext_t*>(uctx))) {
+    // A dump's request, not a preemption. A preemption signal of sysmon's
+    // may have been merged with it: clear the pending flag so that sysmon
+    // sends the next one.
+    mp->signal_pending.store(false, std::memory_order_relaxed);
+  } else if (mp != nullptr) {
     async_preempt_stats.received.fetch_add(1, std::memory_order_relaxed);
     mp->signal_pending.store(false, std::memory_order_relaxed);
     try_preempt(mp, static_cast<ucontext_t*>(uctx));
@@ -430,6 +480,45 @@ void preemptM(M* mp, G* gp) {
   if (mp->signal_pending.exchange(true)) return;
   async_preempt_stats.sent.fetch_add(1, std::memory_order_relaxed);
   syscall(SYS_tgkill, self_pid, mp->procid, preempt_sig);
+}
+
+int signal_traceback(M* mp, G* gp, std::uintptr_t* pcs, int max,
+                     std::int64_t timeout_ns) {
+  // One dumper at a time (tb_g is the dumper's to write while tb_state is
+  // 0 or 3).
+  static std::mutex tb_mu;
+  std::lock_guard<std::mutex> lk(tb_mu);
+  {
+    std::lock_guard<std::mutex> ik(install_mu);
+    if (!installed) return -1;
+  }
+  pid_t tid = mp->procid;
+  if (tid == 0) return -1;
+  std::uint32_t st = mp->tb_state.load(std::memory_order_acquire);
+  // 1 or 2: an earlier request that timed out is still unanswered.
+  if (st == 1 || st == 2) return -1;
+  mp->tb_g = gp;
+  mp->tb_state.store(1, std::memory_order_release);
+  syscall(SYS_tgkill, self_pid, tid, preempt_sig);
+  std::int64_t deadline = nanotime() + timeout_ns;
+  for (;;) {
+    st = mp->tb_state.load(std::memory_order_acquire);
+    if (st == 3) break;
+    std::int64_t left = deadline - nanotime();
+    if (left <= 0) {
+      // Withdraw the request if the handler has not taken it; if it is
+      // collecting, it finishes into M's buffer and the next dumper finds
+      // state 3.
+      std::uint32_t asked = 1;
+      mp->tb_state.compare_exchange_strong(asked, 0, std::memory_order_relaxed);
+      return -1;
+    }
+    futex_wait(&mp->tb_state, st, left);
+  }
+  int n = mp->tb_n < max ? mp->tb_n : max;
+  for (int i = 0; i < n; i++) pcs[i] = mp->tb_pcs[i];
+  mp->tb_state.store(0, std::memory_order_relaxed);
+  return n > 0 ? n : -1;
 }
 
 namespace {

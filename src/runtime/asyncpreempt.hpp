@@ -38,4 +38,15 @@ void minit_asyncpreempt(M* mp);
 // is running user code (not in a blocking call) and no signal is pending.
 void preemptM(M* mp, G* gp);
 
+// The frames gp is running on mp's thread now (gp _Grunning or _Gsyscall
+// there), for goroutine dumps: sends the thread the preemption signal with
+// a traceback request, whose handler unwinds from the interrupted context
+// into mp->tb_pcs and wakes us. Waits at most timeout_ns. Returns the
+// number of pcs copied to pcs (innermost first), or -1 if they cannot be
+// had: the handler is not installed (async preemption off, or TSan, which
+// defers signals and hands handlers a copy of the context), gp moved, or
+// no answer in time. Serialized among dumpers; not for signal handlers.
+int signal_traceback(M* mp, G* gp, std::uintptr_t* pcs, int max,
+                     std::int64_t timeout_ns);
+
 }  // namespace goro::rt

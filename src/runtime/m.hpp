@@ -70,6 +70,16 @@ struct M {
   // This thread's C++ exception globals (__cxa_get_globals()), fetched once
   // at thread start so a switch saves and restores them without a call.
   void* eh_globals = nullptr;
+  // A dump's request for the frames this thread is running
+  // (signal_traceback, asyncpreempt.cpp): tb_state 0 idle, 1 asked (tb_g
+  // is the goroutine the dumper saw here), 2 the preemption signal's
+  // handler is collecting, 3 done (tb_n pcs in tb_pcs, published with a
+  // release store). Only the handler writes tb_pcs/tb_n; no allocation.
+  std::atomic<std::uint32_t> tb_state{0};
+  G* tb_g = nullptr;
+  int tb_n = 0;
+  static constexpr int tb_max = 64;
+  std::uintptr_t tb_pcs[tb_max];
 
   std::uint32_t cheaprand() {
     // wyrand: cheap, good enough for choosing steal orders.

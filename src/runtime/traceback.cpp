@@ -17,9 +17,11 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/asyncpreempt.hpp"
 #include "runtime/coarseclock.hpp"
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
+#include "runtime/san.hpp"
 #include "runtime/symtab.hpp"
 #include "runtime/sysmon.hpp"
 #include "runtime/tls.hpp"
@@ -86,7 +88,29 @@ void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
   out += line;
 }
 
-void append_goroutine(std::string& out, G* gp, G* self) {
+// A goroutine running (or in a blocking call) on another thread: its frames
+// from that thread, interrupted by the preemption signal
+// (signal_traceback), within 100 ms. Under TSan the handler is never
+// installed (TSan defers asynchronous signals to its own safe points and
+// gives the handler a copy of the context), so such goroutines keep the
+// "stack unavailable" line.
+bool interrupted_frames(G* gp, pc_buf* b) {
+#ifdef GORO_HAVE_TSAN
+  (void)gp;
+  (void)b;
+  return false;
+#else
+  M* mp = gp->m;
+  if (mp == nullptr || mp->curg.load(std::memory_order_relaxed) != gp)
+    return false;
+  int n = signal_traceback(mp, gp, b->pcs, max_frames, 100 * 1000 * 1000);
+  if (n <= 0) return false;
+  b->n = n;
+  return true;
+#endif
+}
+
+void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
   std::uint32_t st = readgstatus(gp);
   char head[200];
   const char* what = st == g_waiting && gp->waitreason != wait_reason::zero
@@ -112,7 +136,8 @@ void append_goroutine(std::string& out, G* gp, G* self) {
   } else if ((st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr) {
     goro_on_gstack(gp->sched_sp, collect_here, &b);
   } else if (st == g_running || st == g_syscall) {
-    out += "\tgoroutine running on other thread; stack unavailable\n";
+    if (!interrupt || !interrupted_frames(gp, &b))
+      out += "\tgoroutine running on other thread; stack unavailable\n";
   }
   int shown = 0;
   for (int i = 0; i < b.n && i < max_frames; i++) {
@@ -139,13 +164,14 @@ void append_goroutine(std::string& out, G* gp, G* self) {
 struct all_ctx {
   std::string* out;
   G* self;
+  bool interrupt;
 };
 
 void append_other(G* gp, void* arg) {
   auto* c = static_cast<all_ctx*>(arg);
   if (gp == c->self || readgstatus(gp) == g_dead) return;
   *c->out += "\n";
-  append_goroutine(*c->out, gp, c->self);
+  append_goroutine(*c->out, gp, c->self, c->interrupt);
 }
 
 std::atomic<bool> sigquit_pending{false};
@@ -160,15 +186,15 @@ void sigquit_handler(int, siginfo_t*, void*) {
 
 std::string goroutine_trace(G* gp) {
   std::string out;
-  append_goroutine(out, gp, getg());
+  append_goroutine(out, gp, getg(), false);
   return out;
 }
 
-std::string all_goroutines_trace() {
+std::string all_goroutines_trace(bool interrupt) {
   std::string out;
   G* self = getg();
-  if (self != nullptr) append_goroutine(out, self, self);
-  all_ctx c{&out, self};
+  if (self != nullptr) append_goroutine(out, self, self, false);
+  all_ctx c{&out, self, interrupt};
   forallg(append_other, &c);
   if (!out.empty() && out[0] == '\n') out.erase(0, 1);
   return out;
@@ -192,7 +218,7 @@ void print_fatal_traceback(int fallback) {
     G* gp = getg();
     if (gp != nullptr) s = goroutine_trace(gp);
   } else {
-    s = all_goroutines_trace();
+    s = all_goroutines_trace(true);
   }
   if (s.empty()) return;
   s.insert(0, "\n");
@@ -233,7 +259,7 @@ void sigquit_check() {
   // Best effort, as Go's: goroutines may still be running while we read
   // their stacks (switched-out ones are unwound from their saved context;
   // the process exits right after).
-  std::string s = "SIGQUIT: quit\n\n" + all_goroutines_trace();
+  std::string s = "SIGQUIT: quit\n\n" + all_goroutines_trace(true);
   ssize_t r = ::write(2, s.data(), s.size());
   (void)r;
   _exit(2);

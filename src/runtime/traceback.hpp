@@ -19,10 +19,15 @@ struct G;
 // The calling goroutine's frames come from its own stack; a switched-out
 // goroutine's from its saved context (it must not run meanwhile: the world
 // is stopped, or everything is parked); one running on another thread, or
-// in a blocking call, shows no frames.
+// in a blocking call, shows no frames unless `interrupt` (below).
 std::string goroutine_trace(G* gp);
-// Every goroutine (the caller's first), blank-line separated.
-std::string all_goroutines_trace();
+// Every goroutine (the caller's first), blank-line separated. interrupt:
+// goroutines running on other threads, or in blocking calls, are asked for
+// their frames with a signal to their thread (signal_traceback), which
+// makes a blocking call that the kernel does not restart after a handler
+// (nanosleep, poll, epoll_wait, ...) fail with EINTR: only for the dumps
+// after which the process exits (SIGQUIT, fatal errors).
+std::string all_goroutines_trace(bool interrupt = false);
 
 // GORO_TRACEBACK=none|single|all|system (Go's GOTRACEBACK): what fatal
 // errors print after their message. 0 none, 1 single (the current
