@@ -1,10 +1,10 @@
 // coarseclock.hpp: a clock in whole seconds that the park path reads
 // without a system call (for G.waitsince, the ", N minutes" of goroutine
 // dumps). sched.coarse_s is refreshed by sysmon every round and by every M
-// coming back from a sleep (stopm, a blocking netpoll), i.e. on paths that
-// are slow anyway; it is stored only when the second changed, so readers
-// on other CPUs miss on its cache line at most once a second. It lags the
-// real clock by at most sysmon's sleep while some P is busy; while
+// coming back from a sleep (stopm, stoplockedm, a blocking netpoll), i.e. on
+// paths that are slow anyway; it is stored only when the second changed, so
+// readers on other CPUs miss on its cache line at most once a second. It lags
+// the real clock by at most sysmon's sleep while some P is busy; while
 // everything is idle nothing parks.
 #pragma once
 

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "runtime/checkdead.hpp"
+#include "runtime/coarseclock.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
@@ -41,6 +42,7 @@ void stoplockedm() {
   mp->park.sleep();
   mp->park.clear();
   mp->blocked = false;
+  coarse_clock_update();  // back from a sleep, as in stopm
   // The waker (startlockedm) took us out of nmidlelocked before waking us.
   acquirep(mp->nextp);
   mp->nextp = nullptr;
