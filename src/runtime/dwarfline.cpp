@@ -11,7 +11,10 @@
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+extern "C" void goro_on_gstack(void* sp, void (*fn)(void*), void* arg);
 #endif
 
 #include <filesystem>
@@ -105,8 +108,10 @@ bool dwarf_lines_available() {
   return loaded;
 }
 
-bool dwarf_line(std::uintptr_t pc, std::string* file, int* line) {
-  if (!dwarf_lines_available()) return false;
+namespace {
+
+// The lookup itself, on lookup_stack.
+bool lookup(std::uintptr_t pc, std::string* file, int* line) {
   if (session == nullptr || current_adds() != reported_adds) {
     if (!report()) return false;
   }
@@ -133,6 +138,53 @@ bool dwarf_line(std::uintptr_t pc, std::string* file, int* line) {
               : path;
   *line = lineno;
   return true;
+}
+
+// libdw reads a line table with large arrays on the stack (a few hundred
+// KiB in dwarf_getsrclines), more than sysmon's 256 KiB stack, an M's
+// scheduler stack or a goroutine's may have left: lookups run on a stack of
+// their own, mapped on first use (address space; pages are touched only
+// as deep as libdw goes), with a guard page below. One lookup at a time:
+// the caller's lock (symtab's) covers it.
+constexpr std::size_t lookup_stack_size = 8 << 20;
+void* lookup_stack = nullptr;
+
+struct lookup_call {
+  std::uintptr_t pc;
+  std::string* file;
+  int* line;
+  bool ok;
+};
+
+void lookup_entry(void* arg) {
+  auto* c = static_cast<lookup_call*>(arg);
+  // Nothing may unwind out of here: goro_on_gstack's frame describes a
+  // goroutine's saved context, not this stack.
+  try {
+    c->ok = lookup(c->pc, c->file, c->line);
+  } catch (...) {
+    c->ok = false;
+  }
+}
+
+}  // namespace
+
+bool dwarf_line(std::uintptr_t pc, std::string* file, int* line) {
+  if (!dwarf_lines_available()) return false;
+  if (lookup_stack == nullptr) {
+    void* p =
+        mmap(nullptr, lookup_stack_size, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (p == MAP_FAILED) return false;
+    mprotect(p, 4096, PROT_NONE);
+    lookup_stack = p;
+  }
+  lookup_call c{pc, file, line, false};
+  // goro_on_gstack treats the 64 bytes at sp as a saved context: zeros
+  // (a null return address ends any unwinding there).
+  void* sp = static_cast<char*>(lookup_stack) + lookup_stack_size - 64;
+  goro_on_gstack(sp, lookup_entry, &c);
+  return c.ok;
 }
 
 #else  // !GORO_HAVE_LIBDW
