@@ -242,7 +242,7 @@ TEST(Traceback, FramesShowFileAndLine) {
 
 // libdw's line-table reader needs a few hundred KiB of stack: lookups run
 // on a stack of their own, so a dump taken on a small goroutine stack
-// (here 32 KiB) still gets its lines.
+// (here 64 KiB) still gets its lines.
 TEST(Traceback, FileAndLineFromASmallGoroutineStack) {
   if (!goro::rt::dwarf_lines_available())
     GTEST_SKIP() << "no file:line: libgoro was built without elfutils' "
@@ -251,7 +251,7 @@ TEST(Traceback, FileAndLineFromASmallGoroutineStack) {
     std::string s;
     goro::wait_group done;
     done.add(1);
-    goro::go(goro::go_options{.stack_size = 32 * 1024}, [&] {
+    goro::go(goro::go_options{.stack_size = 64 * 1024}, [&] {
       s = traceback_test_self_dump();
       done.done();
     });
