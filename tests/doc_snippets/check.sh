@@ -254,8 +254,9 @@ while IFS=$'\t' read -r id kind exitc run where; do
   fi
   [[ -x ${bin[0]} ]] || continue  # did not compile: reported above
   rc=0
-  timeout "$run_limit" "${bin[@]}" >"$out/run_$id.txt" 2>&1 </dev/null ||
-    rc=$?
+  # Run in the build directory: examples may write files (trace.json).
+  (cd "$out" && timeout "$run_limit" "${bin[@]}" >"$out/run_$id.txt" 2>&1 \
+    </dev/null) || rc=$?
   nrun=$((nrun + 1))
   echo "== $where ($kind): exit $rc" >>"$log"
   cat "$out/run_$id.txt" >>"$log"
