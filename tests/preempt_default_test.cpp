@@ -240,6 +240,43 @@ TEST(PingPongHog, CallFreeHogsShareTheP) {
   EXPECT_LE(l, h * 5) << h << " / " << l;
 }
 
+// An element type whose move runs call-free code for a while. The runtime
+// moves channel elements while it holds the channel's lock, calling back
+// into the program's code (elem_ops, instantiated in the executable), where
+// the preemption signal can land. Preempting there parked the goroutine
+// with the lock held: at gomaxprocs 1 the receiver then waited on the lock
+// in the kernel, holding the only P the preempted sender needed (the bench
+// workloads chan_prodcons_10/100 and select_prodcons hung this way). A
+// thread holding a runtime lock must not be preempted, as in Go
+// (canPreemptM: m.locks == 0).
+struct slow_move {
+  std::uint64_t v = 0;
+  explicit slow_move(std::uint64_t x) : v(x) {}
+  slow_move(slow_move&& o) noexcept : v(o.v + work_us(2000) * 0) {}
+  slow_move& operator=(slow_move&& o) noexcept {
+    v = o.v;
+    return *this;
+  }
+};
+
+TEST(PreemptDefault, NotWhileTheRuntimeHoldsALock) {
+  SKIP_UNDER_TSAN();
+  auto prev = goro::debug::set_time_slice(1ms);
+  std::uint64_t sum = 0;
+  goro::run(procs(1), [&] {
+    auto ch = goro::make_chan<slow_move>(4);
+    goro::go([ch] {
+      for (std::uint64_t i = 1; i <= 100; i++) ch.send(slow_move(i));
+      ch.close();
+    });
+    for (auto& m : ch) sum += m.v;
+  });
+  goro::debug::set_time_slice(prev);
+  EXPECT_EQ(sum, 5050u);
+  // The signals did land in the moves (2 ms each against a 1 ms slice).
+  EXPECT_GT(goro::debug::read_preempt_stats().deferred_runtime_lock, 0u);
+}
+
 // The time slice: set at start (options, GORO_TIMESLICE) or at run time;
 // bad values are refused with a clear error.
 TEST(PreemptDefault, TimeSliceSettings) {

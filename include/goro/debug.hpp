@@ -67,6 +67,10 @@ struct preempt_stats {
   // the preemption waits for the unlock that releases its last one.
   std::uint64_t deferred_oslock;
   std::uint64_t preempted_at_unlock;  // of `preempted`, done at that unlock
+  // Signals that found the thread inside goro's runtime holding one of its
+  // locks, e.g. in the program's move constructor called by a channel
+  // operation under the channel's lock: never preempted there (Go's rule).
+  std::uint64_t deferred_runtime_lock;
 };
 preempt_stats read_preempt_stats();
 

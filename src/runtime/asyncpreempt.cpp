@@ -254,6 +254,13 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
   greg_t* r = uc->uc_mcontext.gregs;
   std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
   mp->sig_pc.store(pc, std::memory_order_relaxed);
+  // goro_tls_nlocks: a direct TLS read is right here, on the same thread.
+  if (goro_tls_nlocks != 0) {
+    mp->sig_why.store(4, std::memory_order_relaxed);
+    async_preempt_stats.deferred_runtime_lock.fetch_add(
+        1, std::memory_order_relaxed);
+    return;
+  }
   if (mp->locks != 0 || mp->p == nullptr ||
       gp->preempt_off.load(std::memory_order_relaxed) != 0) {
     mp->sig_why.store(3, std::memory_order_relaxed);
@@ -577,7 +584,7 @@ void oslock_preempt_point(G* gp, void* ra) {
   if (!async_preempt_on.load(std::memory_order_relaxed)) return;
   M* mp = getm();
   if (mp == nullptr || mp->curg.load(std::memory_order_relaxed) != gp ||
-      mp->locks != 0 || mp->p == nullptr ||
+      mp->locks != 0 || goro_tls_nlocks != 0 || mp->p == nullptr ||
       gp->atomicstatus.load(std::memory_order_relaxed) != g_running ||
       gp->preempt_off.load(std::memory_order_relaxed) != 0 ||
       !pc_preemptible(reinterpret_cast<std::uintptr_t>(ra)))
@@ -644,9 +651,13 @@ bool async_preempt_enabled() {
 
 preempt_stats read_preempt_stats() {
   auto& s = rt::async_preempt_stats;
-  return preempt_stats{
-      s.sent.load(),        s.received.load(),        s.preempted.load(),
-      s.rejected_pc.load(), s.deferred_oslock.load(), s.at_unlock.load()};
+  return preempt_stats{s.sent.load(),
+                       s.received.load(),
+                       s.preempted.load(),
+                       s.rejected_pc.load(),
+                       s.deferred_oslock.load(),
+                       s.at_unlock.load(),
+                       s.deferred_runtime_lock.load()};
 }
 
 namespace {

@@ -22,6 +22,8 @@ struct async_preempt_counters {
   std::atomic<std::uint64_t> rejected_pc{0};      // PC outside preemptible code
   std::atomic<std::uint64_t> deferred_oslock{0};  // OS lock held: deferred
   std::atomic<std::uint64_t> at_unlock{0};  // deferred ones done at unlock
+  // Signals that found the thread holding a runtime lock (goro_tls_nlocks).
+  std::atomic<std::uint64_t> deferred_runtime_lock{0};
 };
 extern async_preempt_counters async_preempt_stats;
 

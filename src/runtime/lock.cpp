@@ -14,6 +14,8 @@
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
+__thread int goro_tls_nlocks __attribute__((tls_model("initial-exec"))) = 0;
+
 namespace goro::rt {
 
 void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t val,
@@ -136,7 +138,10 @@ void lockrank_release(mutex* l) {
 
 void lockrank_assert_none(const char* where) {
   held_locks& h = held;
-  if (h.n == 0 && h.extra == 0) return;
+  if (h.n == 0 && h.extra == 0 && goro_tls_nlocks == 0) return;
+  if (h.n == 0)
+    fatalf("%s: runtime lock count %d (recorded none)", where,
+           goro_tls_nlocks);
   fatalf("%s: holding locks (%d runtime locks held, innermost rank %d)", where,
          h.n, int(h.locks[h.n - 1]->rank()));
 }

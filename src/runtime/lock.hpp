@@ -49,6 +49,30 @@ enum class lock_rank : std::uint8_t {
 #define GORO_LOCKRANK 1
 #endif
 
+extern "C" {
+// The number of runtime locks this thread holds (Go's m.locks, counted in
+// lock/unlock): the preemption signal's handler, which runs on the same
+// thread, never preempts while it is non-zero. The runtime calls back into
+// the program's code with locks held (a channel moves elements with the
+// user's move constructor under the channel's lock), and a goroutine
+// preempted there would park with the lock held. Initial-exec TLS, also
+// from the shared library.
+extern __thread int goro_tls_nlocks __attribute__((tls_model("initial-exec")));
+}
+
+// Adds d to this thread's goro_tls_nlocks. A volatile asm with a memory
+// clobber: the compiler may neither cache the TLS address across a
+// goroutine switch (see tls.hpp) nor move the update into or out of the
+// critical section it brackets.
+inline void nlocks_add(int d) {
+  asm volatile(
+      "movq goro_tls_nlocks@gottpoff(%%rip), %%rax\n\t"
+      "addl %0, %%fs:(%%rax)"
+      :
+      : "ri"(d)
+      : "rax", "memory", "cc");
+}
+
 class mutex;
 #ifdef GORO_LOCKRANK
 void lockrank_acquire(mutex* l);
@@ -75,6 +99,7 @@ class mutex {
 #ifdef GORO_LOCKRANK
     lockrank_acquire(this);
 #endif
+    nlocks_add(1);
     // Fast path: uncontended acquire. Acquire ordering pairs with the
     // release in unlock().
     if (key_.compare_exchange_strong(expect, locked, std::memory_order_acquire))
@@ -88,6 +113,7 @@ class mutex {
 #ifdef GORO_LOCKRANK
     if (ok) lockrank_acquire(this);
 #endif
+    if (ok) nlocks_add(1);
     return ok;
   }
   void unlock() {
@@ -97,6 +123,7 @@ class mutex {
     // Release ordering publishes the critical section to the next owner.
     if (key_.exchange(0, std::memory_order_release) == sleeping)
       futex_wake(&key_, 1);
+    nlocks_add(-1);
   }
 #ifdef GORO_LOCKRANK
   lock_rank rank() const { return rank_; }

@@ -62,8 +62,8 @@ struct M {
   std::uint64_t sigmask0 = 0;
   // Where the last preemption signal found this M's goroutine and why it
   // could not preempt it there (sig_why: 0 preempted or not asked, 1 code
-  // that is not preemptible, 2 an OS lock held, 3 a preempt_guard or a
-  // runtime lock); read by sysmon's long-running report.
+  // that is not preemptible, 2 an OS lock held, 3 a preempt_guard, 4 a
+  // runtime lock held); read by sysmon's long-running report.
   std::atomic<std::uintptr_t> sig_pc{0};
   std::atomic<int> sig_why{0};
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)

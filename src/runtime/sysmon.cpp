@@ -59,7 +59,8 @@ void report_long_running(P* pp, std::uint32_t tick, std::int64_t ran_ns) {
   int why = mp->sig_why.load(std::memory_order_relaxed);
   static const char* const whys[] = {
       "", " (in code that is not preemptible: goro's, a shared library's)",
-      " (holding an OS lock)", " (inside a goro::preempt_guard)"};
+      " (holding an OS lock)", " (inside a goro::preempt_guard)",
+      " (holding a runtime lock: e.g. a move constructor a channel calls)"};
   std::string where;
   if (pc != 0) {
     symbol_info si = symbolize(pc);
@@ -75,7 +76,7 @@ void report_long_running(P* pp, std::uint32_t tick, std::int64_t ran_ns) {
                "(GORO_DEBUG=longrunning=N sets the threshold in ms, 0 off)\n",
                static_cast<unsigned long long>(goid),
                static_cast<long long>(ran_ns / 1000000), where.c_str(),
-               why >= 0 && why < 4 ? whys[why] : "");
+               why >= 0 && why < 5 ? whys[why] : "");
   std::fflush(stderr);
 }
 
