@@ -140,8 +140,7 @@ void lockrank_assert_none(const char* where) {
   held_locks& h = held;
   if (h.n == 0 && h.extra == 0 && goro_tls_nlocks == 0) return;
   if (h.n == 0)
-    fatalf("%s: runtime lock count %d (recorded none)", where,
-           goro_tls_nlocks);
+    fatalf("%s: runtime lock count %d (recorded none)", where, goro_tls_nlocks);
   fatalf("%s: holding locks (%d runtime locks held, innermost rank %d)", where,
          h.n, int(h.locks[h.n - 1]->rank()));
 }

@@ -68,8 +68,8 @@ struct P {
   // (relaxed load + store, no read-modify-write), summed by num_goroutine.
   std::atomic<std::int64_t> ngoroutines{0};
   // Statistics for goro::debug::per_p_stats (owner-written).
-  std::atomic<std::uint64_t> nrun{0};     // goroutines dispatched
-  std::atomic<std::uint64_t> nstolen{0};  // goroutines stolen by this P
+  std::atomic<std::uint64_t> nrun{0};      // goroutines dispatched
+  std::atomic<std::uint64_t> nstolen{0};   // goroutines stolen by this P
   std::atomic<std::uint64_t> nsyscall{0};  // blocking calls entered here
   // The execution tracer's write position in this P's buffer (owner-only).
   trace_cursor trace;
