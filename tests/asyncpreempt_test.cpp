@@ -373,6 +373,11 @@ __attribute__((noinline)) std::uint64_t gpr_work(std::uint64_t seed) {
   return a ^ b ^ c ^ d ^ e ^ f ^ g ^ h ^ i2 ^ j ^ k ^ l;
 }
 
+#ifdef __clang__
+// clang assumes the default floating-point environment unless told: without
+// this it may move fp_work's call across fesetround in compute().
+#pragma STDC FENV_ACCESS ON
+#endif
 __attribute__((noinline)) double fp_work(double seed) {
   // Rounding-sensitive: every product and sum rounds toward zero here.
   double x = seed, y = seed * 0.5, z = 1.0 / 3.0;

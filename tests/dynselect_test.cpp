@@ -32,7 +32,7 @@ TEST(DynSelect, FanInOfHundredChannels) {
     std::vector<goro::chan<int>> in;
     for (int i = 0; i < nchan; i++) in.push_back(goro::make_chan<int>(i % 3));
     for (int i = 0; i < nchan; i++) {
-      goro::go([ch = goro::send_chan<int>(in[i]), per] {
+      goro::go([ch = goro::send_chan<int>(in[i])] {
         for (int v = 1; v <= per; v++) ch.send(v);
         ch.close();
       });

@@ -39,11 +39,14 @@ struct json {
   double num = 0;
   std::string str;
   std::vector<json> arr;
-  std::vector<std::pair<std::string, json>> obj;
+  // An object's members, in order (two vectors: a pair with the
+  // still-incomplete json is not allowed as a vector element by clang).
+  std::vector<std::string> keys;
+  std::vector<json> vals;
 
   const json* get(const std::string& k) const {
-    for (auto& [key, v] : obj)
-      if (key == k) return &v;
+    for (std::size_t i = 0; i < keys.size(); i++)
+      if (keys[i] == k) return &vals[i];
     return nullptr;
   }
 };
@@ -130,7 +133,11 @@ struct json_parser {
       while (true) {
         std::string k = parse_string();
         expect(':');
-        v.obj.emplace_back(k, parse_value());
+        {
+          json val = parse_value();
+          v.keys.push_back(k);
+          v.vals.push_back(std::move(val));
+        }
         ws();
         if (i < s.size() && s[i] == ',') {
           i++;

@@ -32,10 +32,13 @@ struct json {
   double num = 0;
   std::string str;
   std::vector<json> arr;
-  std::vector<std::pair<std::string, json>> obj;
+  // An object's members, in order (two vectors: a pair with the
+  // still-incomplete json is not allowed as a vector element by clang).
+  std::vector<std::string> keys;
+  std::vector<json> vals;
   const json* get(const char* k) const {
-    for (auto& [key, v] : obj)
-      if (key == k) return &v;
+    for (std::size_t i = 0; i < keys.size(); i++)
+      if (keys[i] == k) return &vals[i];
     return nullptr;
   }
   std::string s(const char* k) const {
@@ -97,7 +100,11 @@ struct parser {
       do {
         std::string k = str();
         if (!eat(':')) fail("':' expected");
-        v.obj.emplace_back(std::move(k), value());
+        {
+          json val = value();
+          v.keys.push_back(std::move(k));
+          v.vals.push_back(std::move(val));
+        }
       } while (eat(','));
       if (!eat('}')) fail("'}' expected");
     } else if (eat('[')) {

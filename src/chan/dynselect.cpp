@@ -34,7 +34,8 @@ void* alloc_elem(const detail::elem_ops* ops) {
 
 void free_elem(const detail::elem_ops* ops, void* p) noexcept {
   if (ops->size == 0 || p == nullptr) return;
-  ::operator delete(p, ops->size, std::align_val_t(ops->align));
+  // Unsized: clang enables sized deallocation only with -fsized-deallocation.
+  ::operator delete(p, std::align_val_t(ops->align));
 }
 
 [[noreturn]] void bad_case(std::size_t i, const char* why) {

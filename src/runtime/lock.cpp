@@ -14,7 +14,9 @@
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 
+extern "C" {
 __thread int goro_tls_nlocks __attribute__((tls_model("initial-exec"))) = 0;
+}
 
 namespace goro::rt {
 
