@@ -202,12 +202,26 @@ TEST(Traceback, LongWaitShowsMinutes) {
   });
 }
 
+// Whether libdw finds this binary's own line table (clang-14's is not
+// readable by Debian 12's elfutils 0.188, whatever the DWARF version).
+bool test_binary_has_lines() {
+  std::string file;
+  int line = 0;
+  return goro::rt::dwarf_line(
+      reinterpret_cast<std::uintptr_t>(&traceback_test_line_caller) + 1, &file,
+      &line);
+}
+
 // With DWARF (the tests are built with -g) and libdw, a frame's second line
 // is the source position: "\t/path/traceback_test.cpp:123 +0x1d".
 TEST(Traceback, FramesShowFileAndLine) {
   if (!goro::rt::dwarf_lines_available())
     GTEST_SKIP() << "no file:line: libgoro was built without elfutils' "
                     "libdwfl.h, or libdw.so.1 cannot be loaded";
+  if (!test_binary_has_lines())
+    GTEST_SKIP() << "libdw reads no line table of this test binary (elfutils "
+                    "0.188 cannot read clang-14's: eu-addr2line prints ??:0 "
+                    "too); dumps print the object's path instead";
   goro::run([] {
     auto ch = goro::make_chan<int>();
     std::atomic<std::uint64_t> id{0};
@@ -247,6 +261,10 @@ TEST(Traceback, FileAndLineFromASmallGoroutineStack) {
   if (!goro::rt::dwarf_lines_available())
     GTEST_SKIP() << "no file:line: libgoro was built without elfutils' "
                     "libdwfl.h, or libdw.so.1 cannot be loaded";
+  if (!test_binary_has_lines())
+    GTEST_SKIP() << "libdw reads no line table of this test binary (elfutils "
+                    "0.188 cannot read clang-14's: eu-addr2line prints ??:0 "
+                    "too); dumps print the object's path instead";
   goro::run([] {
     std::string s;
     goro::wait_group done;
