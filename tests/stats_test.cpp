@@ -51,9 +51,12 @@ TEST(Stats, GoroutinesByStateAndWaitReason) {
         wg.done();
       });
     }
+    // Sleeps until told to stop, so a slow machine cannot end the sleep
+    // before the snapshot below sees it.
+    std::atomic<bool> stop_sleeping{false};
     wg.add(1);
     goro::go([&] {
-      goro::sleep(300ms);
+      while (!stop_sleeping.load()) goro::sleep(20ms);
       wg.done();
     });
     goro::runtime_stats s;
@@ -68,6 +71,7 @@ TEST(Stats, GoroutinesByStateAndWaitReason) {
     EXPECT_GE(s.timers, 1);  // the sleep's
     for (int i = 0; i < 4; i++) c.send(i);
     mu.unlock();
+    stop_sleeping.store(true);
     wg.wait();
     s = goro::stats();
     EXPECT_EQ(reason(s, "chan receive"), 0);
