@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/trace"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -178,6 +179,21 @@ func main() {
 	}
 	fmt.Printf("# runtime=go workload=%s gomaxprocs=%d num_cpu=%d version=%s\n",
 		w.name, runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+	// GORO_TRACE=<file>, the variable that switches goro's execution trace
+	// on, switches Go's runtime/trace on here, so bench/run.sh --trace
+	// compares the two tracers' overhead on the same workloads.
+	if path := os.Getenv("GORO_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		if err := trace.Start(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		defer func() { trace.Stop(); f.Close() }()
+	}
 	w.fn()
 	reportMemory(w.name)
 }

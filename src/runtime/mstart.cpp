@@ -122,6 +122,7 @@ void acquirep(P* pp) {
   // Release: sysmon reads pp->m with acquire and then looks inside the M.
   pp->m.store(mp, std::memory_order_release);
   pp->status.store(p_running, std::memory_order_relaxed);
+  trace_proc_m(pp);
   // A P starts running: sysmon must watch it again if it sleeps deeply.
   if (sysmonwait.load(std::memory_order_relaxed)) sysmon_wake_if_waiting();
 }

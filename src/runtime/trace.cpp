@@ -59,8 +59,21 @@ std::atomic<bool> trace_on{false};
 namespace {
 
 constexpr std::size_t chunk_bytes = 64 * 1024;
+constexpr std::size_t chunk_recs = chunk_bytes / sizeof(trace_rec);
 constexpr std::size_t chunk_events = chunk_bytes / sizeof(trace_event);
 constexpr std::int32_t max_procs = 1024;  // allp's size (proc.cpp)
+constexpr std::uint64_t ts_mask = (std::uint64_t(1) << 56) - 1;
+constexpr std::uint64_t goid_mask = (std::uint64_t(1) << 48) - 1;
+
+// A chunk's first 32 bytes: whose it is, and when it was taken (chunks of
+// one P are read back in seq order).
+struct chunk_header {
+  std::int64_t owner;  // the P's id; -1: the buffer of threads without a P
+  std::uint64_t seq;
+  std::uint64_t unused[2];
+};
+static_assert(sizeof(chunk_header) == 2 * sizeof(trace_rec));
+static_assert(sizeof(chunk_header) == sizeof(trace_event));
 
 // The mapping and its chunk counter. Written under the world stop.
 char* pool = nullptr;
@@ -68,9 +81,11 @@ std::size_t pool_bytes = 0;
 std::uint32_t pool_chunks = 0;
 std::atomic<std::uint32_t> pool_next{0};
 
-// The buffer of threads without a P.
+// The buffer of threads without a P (full 32-byte events).
 std::atomic<bool> noP_lock{false};
-trace_cursor noP_cursor;
+trace_event* noP_pos = nullptr;
+trace_event* noP_end = nullptr;
+std::uint64_t noP_dropped = 0;
 
 bool use_tsc = false;
 std::uint64_t clock0 = 0, clock1 = 0;  // trace clock at start and stop
@@ -97,27 +112,50 @@ bool tsc_usable() {
   return false;
 }
 
-// A new chunk for `c`; false (and the event dropped) once none is left.
-bool refill(trace_cursor& c, std::int16_t owner) {
+// The next free chunk, its header written; null once none is left.
+char* take_chunk(std::int64_t owner) {
   std::uint32_t i = pool_next.load(std::memory_order_relaxed);
   if (i < pool_chunks) i = pool_next.fetch_add(1, std::memory_order_relaxed);
-  if (i >= pool_chunks) {
+  if (i >= pool_chunks) return nullptr;
+  char* c = pool + std::size_t(i) * chunk_bytes;
+  auto* h = reinterpret_cast<chunk_header*>(c);
+  h->owner = owner;
+  h->seq = i;
+  return c;
+}
+
+// Room for `n` more records in `pp`'s chunk; false (the event dropped) once
+// the buffer is exhausted. Kept out of line: it runs once per chunk.
+[[gnu::noinline]] bool refill(trace_cursor& c, P* pp, std::size_t n) {
+  if (c.pos != nullptr && std::size_t(c.end - c.pos) >= n) return true;
+  char* ch = take_chunk(pp->id);
+  if (ch == nullptr) {
     c.pos = c.end = nullptr;
+    c.dropped++;
     return false;
   }
-  auto* first = reinterpret_cast<trace_event*>(pool + i * chunk_bytes);
-  first->p = owner;  // header: the chunk's owner
-  c.pos = first + 1;
-  c.end = first + chunk_events;
+  auto* first = reinterpret_cast<trace_rec*>(ch);
+  c.pos = first + 2;
+  c.end = first + chunk_recs;
+  // A new chunk restates the P's M: a reader may start at any chunk.
+  std::int64_t m = c.m;
+  c.m = -1;
+  if (m >= 0) {
+    *c.pos++ = trace_rec{trace_clock() | std::uint64_t(trace_ev::proc_m) << 56,
+                         std::uint64_t(m)};
+    c.m = m;
+  }
   return true;
 }
 
-inline void put(trace_cursor& c, std::int16_t owner, const trace_event& e) {
-  if (c.pos == c.end && !refill(c, owner)) {
-    c.dropped++;
-    return;
-  }
-  *c.pos++ = e;
+// One record into `pp`'s buffer (the caller holds pp). The hot path while
+// tracing: a clock read and two stores.
+inline void put_rec(P* pp, trace_ev type, std::uint64_t goid,
+                    std::uint16_t aux) {
+  trace_cursor& c = pp->trace;
+  if (c.pos == c.end && !refill(c, pp, 1)) return;
+  *c.pos++ = trace_rec{(trace_clock() & ts_mask) | std::uint64_t(type) << 56,
+                       (goid & goid_mask) | std::uint64_t(aux) << 48};
 }
 
 void lock_noP() {
@@ -126,28 +164,75 @@ void lock_noP() {
 }
 void unlock_noP() { noP_lock.store(false, std::memory_order_release); }
 
-// ts: the event's time, or 0 to read the clock now. (Not marked cold:
-// while tracing, this is the hot path.)
-void record(trace_ev type, std::uint64_t goid, std::uint64_t arg,
-            std::uint8_t aux = 0, std::uint64_t ts = 0) {
+// A full event into the P-less buffer; ts 0: now. The caller holds
+// noP_lock, or the world is stopped.
+void append_noP(const trace_event& e) {
+  if (noP_pos == noP_end) {
+    char* ch = take_chunk(-1);
+    if (ch == nullptr) {
+      noP_dropped++;
+      return;
+    }
+    noP_pos = reinterpret_cast<trace_event*>(ch) + 1;
+    noP_end = reinterpret_cast<trace_event*>(ch) + chunk_events;
+  }
+  *noP_pos = e;
+  if (noP_pos->ts == 0) noP_pos->ts = trace_clock();
+  noP_pos++;
+}
+
+// The same from sysmon, a plain thread or a thread in a blocking call.
+void put_noP(const trace_event& e) {
+  lock_noP();
+  if (trace_on.load(std::memory_order_relaxed)) append_noP(e);
+  unlock_noP();
+}
+
+// A record in the decoded form. ctx: the goroutine the P's stream implies
+// (its running G) or, for a thread without a P, the caller's goroutine;
+// it is the waker of an unpark and the parent of a create.
+trace_event widen(trace_ev type, std::uint64_t ts, std::uint64_t goid,
+                  std::uint16_t aux, std::int16_t p, std::uint32_t m,
+                  std::uint64_t ctx) {
+  trace_event e{ts, goid, 0, m, type, std::uint8_t(aux), p};
+  switch (type) {
+    case trace_ev::go_create:
+      e.arg = aux == unpark_by_g ? ctx : 0;
+      e.aux = 0;
+      break;
+    case trace_ev::go_unpark:
+      e.arg = aux == unpark_by_g ? ctx : 0;
+      e.aux = aux == unpark_by_netpoll ? 1 : 0;
+      break;
+    case trace_ev::steal:
+    case trace_ev::handoff:
+    case trace_ev::preempt_req:
+      e.arg = aux;
+      e.aux = 0;
+      break;
+    case trace_ev::netpoll:
+      e.arg = goid;
+      e.goid = 0;
+      break;
+    default:
+      break;
+  }
+  return e;
+}
+
+// An event: into the calling thread's P's stream, else (sysmon, a plain
+// thread, a thread in a blocking call) the P-less buffer in decoded form.
+void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
+            std::uint64_t ctx = 0) {
   // Acquire: pairs with start's release store, so the mapping is seen.
   if (!trace_on.load(std::memory_order_acquire)) return;
   M* mp = getm();
-  P* pp = mp ? mp->p : nullptr;
-  trace_event e{ts ? ts : trace_clock(),
-                goid,
-                arg,
-                mp ? std::uint32_t(mp->id) : UINT32_MAX,
-                type,
-                aux,
-                std::int16_t(pp ? pp->id : -1)};
-  if (pp != nullptr) {
-    put(pp->trace, std::int16_t(pp->id), e);
+  if (P* pp = mp ? mp->p : nullptr) {
+    put_rec(pp, type, goid, aux);
     return;
   }
-  lock_noP();
-  if (trace_on.load(std::memory_order_relaxed)) put(noP_cursor, -1, e);
-  unlock_noP();
+  put_noP(widen(type, 0, goid, aux, -1, mp ? std::uint32_t(mp->id) : UINT32_MAX,
+                ctx));
 }
 
 std::uint64_t goid_of(G* gp) { return gp ? gp->goid : 0; }
@@ -155,46 +240,83 @@ std::uint64_t goid_of(G* gp) { return gp ? gp->goid : 0; }
 }  // namespace
 
 void trace_go_create_slow(G* gp, G* parent) {
-  std::uint64_t ts = trace_clock();
-  record(trace_ev::go_create, gp->goid, goid_of(parent), 0, ts);
-  // The spawn site, for "created by" (a second record, same time).
-  record(trace_ev::go_exists, gp->goid,
-         reinterpret_cast<std::uintptr_t>(gp->gopc), 2, ts);
+  if (!trace_on.load(std::memory_order_acquire)) return;
+  M* mp = getm();
+  P* pp = mp ? mp->p : nullptr;
+  if (pp == nullptr) {
+    // From a plain thread: the site travels in the event's own fields.
+    trace_event e{0,
+                  gp->goid,
+                  goid_of(parent),
+                  mp ? std::uint32_t(mp->id) : UINT32_MAX,
+                  trace_ev::go_create,
+                  0,
+                  -1};
+    put_noP(e);
+    e.type = trace_ev::go_exists;
+    e.arg = reinterpret_cast<std::uintptr_t>(gp->entry);
+    put_noP(e);
+    e.arg = reinterpret_cast<std::uintptr_t>(gp->gopc);
+    e.aux = 2;
+    put_noP(e);
+    return;
+  }
+  trace_cursor& c = pp->trace;
+  auto entry = reinterpret_cast<std::uintptr_t>(gp->entry);
+  auto gopc = reinterpret_cast<std::uintptr_t>(gp->gopc);
+  if (entry != c.site_entry || gopc != c.site_gopc) [[unlikely]] {
+    // A new spawn site: a wide record (two slots) before the create.
+    if (!refill(c, pp, 3)) return;
+    c.pos[0] = trace_rec{std::uint64_t(trace_ev::go_site) << 56, 0};
+    c.pos[1] = trace_rec{entry, gopc};
+    c.pos += 2;
+    c.site_entry = entry;
+    c.site_gopc = gopc;
+  }
+  put_rec(pp, trace_ev::go_create, gp->goid,
+          parent != nullptr ? unpark_by_g : unpark_by_runtime);
 }
-void trace_go_start_slow(G* gp) {
-  record(trace_ev::go_start, gp->goid,
-         reinterpret_cast<std::uintptr_t>(gp->entry));
-}
+void trace_go_start_slow(G* gp) { record(trace_ev::go_start, gp->goid, 0); }
 void trace_go_park_slow(G* gp) {
-  record(trace_ev::go_park, gp->goid, 0, std::uint8_t(gp->waitreason));
+  record(trace_ev::go_park, gp->goid, std::uint16_t(gp->waitreason));
 }
 void trace_go_preempt_slow(G* gp, bool async) {
-  record(trace_ev::go_preempt, gp->goid, 0, async ? 1 : 0);
+  record(trace_ev::go_preempt, gp->goid, async ? 1 : 0);
 }
 void trace_go_end_slow(G* gp) { record(trace_ev::go_end, gp->goid, 0); }
 void trace_go_unpark_slow(G* gp) {
-  record(trace_ev::go_unpark, gp->goid, goid_of(getg()));
+  G* waker = getg();
+  record(trace_ev::go_unpark, gp->goid,
+         waker != nullptr ? unpark_by_g : unpark_by_runtime, goid_of(waker));
 }
 void trace_steal_slow(G* gp, P* victim) {
-  record(trace_ev::steal, gp->goid, std::uint64_t(victim->id));
+  record(trace_ev::steal, gp->goid, std::uint16_t(victim->id));
 }
 void trace_sys_enter_slow(G* gp) { record(trace_ev::sys_enter, gp->goid, 0); }
 void trace_sys_exit_slow(G* gp, bool got_p) {
-  record(trace_ev::sys_exit, gp->goid, 0, got_p ? 1 : 0);
+  record(trace_ev::sys_exit, gp->goid, got_p ? 1 : 0);
 }
 void trace_sys_block_slow(G* gp) { record(trace_ev::sys_block, gp->goid, 0); }
 void trace_handoff_slow(P* pp) {
-  record(trace_ev::handoff, 0, std::uint64_t(pp->id));
+  record(trace_ev::handoff, 0, std::uint16_t(pp->id));
 }
 void trace_preempt_req_slow(G* gp, P* pp) {
-  record(trace_ev::preempt_req, gp->goid, std::uint64_t(pp->id));
+  record(trace_ev::preempt_req, gp->goid, std::uint16_t(pp->id));
 }
 void trace_netpoll_slow(G* first, std::int32_t n) {
   if (n == 0) return;
-  record(trace_ev::netpoll, 0, std::uint64_t(n));
-  // The poller is the waker (goid 0: the runtime).
+  record(trace_ev::netpoll, std::uint64_t(n), 0);
+  // The poller is the waker.
   for (G* gp = first; gp != nullptr; gp = gp->schedlink)
-    record(trace_ev::go_unpark, gp->goid, 0, 1);
+    record(trace_ev::go_unpark, gp->goid, unpark_by_netpoll);
+}
+void trace_proc_m_slow(P* pp) {
+  // Called by the M that has just acquired pp (acquirep).
+  if (!trace_on.load(std::memory_order_acquire)) return;
+  M* mp = getm();
+  if (pp->trace.m == mp->id) return;
+  pp->trace.m = mp->id;
+  put_rec(pp, trace_ev::proc_m, std::uint64_t(mp->id), 0);
 }
 
 namespace {
@@ -243,7 +365,8 @@ void each_p(void (*fn)(P*)) {
 // the goroutines that exist, the clock's origin, then the flag.
 void arm() {
   each_p([](P* pp) { pp->trace = trace_cursor{}; });
-  noP_cursor = trace_cursor{};
+  noP_pos = noP_end = nullptr;
+  noP_dropped = 0;
   clock0 = trace_clock();
   nano0 = nanotime();
   // Names for goroutines that already exist (their go_start may come
@@ -259,24 +382,22 @@ void arm() {
                       trace_ev::go_exists,
                       0,
                       -1};
-        put(noP_cursor, -1, e);
+        append_noP(e);
         e.arg = reinterpret_cast<std::uintptr_t>(gp->gopc);
         e.aux = 2;
-        put(noP_cursor, -1, e);
+        append_noP(e);
       },
       nullptr);
-  // The caller itself, if a goroutine: it runs on its P from here on.
+  // The caller itself, if a goroutine: it runs on its P from here on (the
+  // decoder starts that P's stream with this M and this goroutine).
   M* mp = getm();
   if (G* gp = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr) {
-    trace_event e{clock0,
-                  gp->goid,
-                  reinterpret_cast<std::uintptr_t>(gp->entry),
-                  std::uint32_t(mp->id),
-                  trace_ev::go_running,
-                  0,
-                  std::int16_t(mp->p ? mp->p->id : -1)};
-    put(noP_cursor, -1, e);
+    append_noP(trace_event{clock0, gp->goid,
+                           reinterpret_cast<std::uintptr_t>(gp->entry),
+                           std::uint32_t(mp->id), trace_ev::go_running, 0,
+                           std::int16_t(mp->p ? mp->p->id : -1)});
   }
+  if (mp != nullptr && mp->p != nullptr) mp->p->trace.m = mp->id;
   trace_on.store(true, std::memory_order_release);
 }
 
@@ -286,12 +407,107 @@ std::uint64_t disarm() {
   trace_on.store(false, std::memory_order_seq_cst);
   lock_noP();
   unlock_noP();
-  std::uint64_t dropped = noP_cursor.dropped;
+  std::uint64_t dropped = noP_dropped;
   for (std::int32_t i = 0; i < max_procs && allp[i] != nullptr; i++)
     dropped += allp[i]->trace.dropped;
   clock1 = trace_clock();
   nano1 = nanotime();
   return dropped;
+}
+
+// A record's 56-bit timestamp as a full clock reading: the high bits are
+// the start's (a wrap of the low 56 bits would take years).
+std::uint64_t widen_ts(std::uint64_t low) {
+  std::uint64_t ts = (clock0 & ~ts_mask) | low;
+  if (ts < clock0 && clock0 - ts > (ts_mask >> 1)) ts += ts_mask + 1;
+  return ts;
+}
+
+// Decodes the buffers into events: the P-less chunks as they are, each P's
+// chunks in the order it took them, with the P, the M and the running
+// goroutine (a waker's or parent's id) carried along the stream.
+std::vector<trace_event> decode() {
+  struct stream {
+    std::vector<std::pair<std::uint64_t, const char*>> chunks;  // seq, chunk
+    std::uint32_t m = UINT32_MAX;
+    std::uint64_t running = 0;
+  };
+  std::map<std::int64_t, stream> ps;
+  std::vector<trace_event> evs;
+  std::uint32_t used = std::min(pool_next.load(), pool_chunks);
+  for (std::uint32_t i = 0; i < used; i++) {
+    const char* ch = pool + std::size_t(i) * chunk_bytes;
+    auto* h = reinterpret_cast<const chunk_header*>(ch);
+    if (h->owner >= 0) {
+      ps[h->owner].chunks.emplace_back(h->seq, ch);
+      continue;
+    }
+    auto* first = reinterpret_cast<const trace_event*>(ch);
+    for (std::size_t k = 1; k < chunk_events; k++) {
+      const trace_event& e = first[k];
+      if (e.type == trace_ev::none) break;
+      evs.push_back(e);
+      if (e.type == trace_ev::go_running && e.p >= 0) {
+        ps[e.p].m = e.m;
+        ps[e.p].running = e.goid;
+      }
+    }
+  }
+  for (auto& [p, st] : ps) {
+    std::sort(st.chunks.begin(), st.chunks.end());
+    std::uintptr_t site_entry = 0, site_gopc = 0;
+    for (auto& [seq, ch] : st.chunks) {
+      auto* r = reinterpret_cast<const trace_rec*>(ch);
+      for (std::size_t k = 2; k < chunk_recs; k++) {
+        auto type = trace_ev(r[k].w0 >> 56);
+        if (type == trace_ev::none) break;
+        if (type == trace_ev::go_site) {
+          if (k + 1 >= chunk_recs) break;
+          site_entry = r[k + 1].w0;
+          site_gopc = r[k + 1].w1;
+          k++;
+          continue;
+        }
+        std::uint64_t ts = widen_ts(r[k].w0 & ts_mask);
+        std::uint64_t goid = r[k].w1 & goid_mask;
+        auto aux = std::uint16_t(r[k].w1 >> 48);
+        if (type == trace_ev::proc_m) {
+          st.m = std::uint32_t(goid);
+          continue;
+        }
+        trace_event e =
+            widen(type, ts, goid, aux, std::int16_t(p), st.m, st.running);
+        evs.push_back(e);
+        switch (type) {
+          case trace_ev::go_create:
+            // The name and the spawn site, as the P-less form carries them.
+            e.type = trace_ev::go_exists;
+            e.arg = site_entry;
+            evs.push_back(e);
+            e.arg = site_gopc;
+            e.aux = 2;
+            evs.push_back(e);
+            break;
+          case trace_ev::go_start:
+            st.running = goid;
+            break;
+          case trace_ev::sys_exit:
+            if (aux == 1) st.running = goid;
+            break;
+          case trace_ev::go_park:
+          case trace_ev::go_end:
+          case trace_ev::go_preempt:
+          case trace_ev::sys_enter:
+          case trace_ev::sys_block:
+            st.running = 0;
+            break;
+          default:
+            break;
+        }
+      }
+    }
+  }
+  return evs;
 }
 
 void write_json(std::FILE* f, std::vector<trace_event>& evs,
@@ -304,15 +520,7 @@ void finish(std::uint64_t dropped) {
     clock1 = trace_clock();
     nano1 = nanotime();
   }
-  std::vector<trace_event> evs;
-  std::uint32_t used = std::min(pool_next.load(), pool_chunks);
-  for (std::uint32_t i = 0; i < used; i++) {
-    auto* first = reinterpret_cast<trace_event*>(pool + i * chunk_bytes);
-    for (std::size_t k = 1; k < chunk_events; k++) {
-      if (first[k].type == trace_ev::none) break;
-      evs.push_back(first[k]);
-    }
-  }
+  std::vector<trace_event> evs = decode();
   munmap(pool, pool_bytes);
   pool = nullptr;
   std::FILE* f = out_file;
@@ -517,6 +725,8 @@ struct writer {
     switch (e.type) {
       case trace_ev::none:
       case trace_ev::go_exists:
+      case trace_ev::proc_m:   // consumed by the decoder
+      case trace_ev::go_site:  // consumed by the decoder
         break;
       case trace_ev::go_running:
       case trace_ev::go_start:

@@ -33,26 +33,48 @@ struct P;
 
 enum class trace_ev : std::uint8_t {
   none = 0,     // unused slot (a chunk's free tail is zeroed memory)
-  go_create,    // goid: the new goroutine; arg: its parent's goid
-  go_start,     // goid starts running on this P; arg: its entry function
+  go_create,    // goid: the new goroutine; parent: the P's running G
+  go_start,     // goid starts running on this P
   go_park,      // goid parks; aux: wait_reason
   go_yield,     // (not recorded: a yield's slice ends at the P's next start)
   go_preempt,   // goid preempted; aux: 0 at a safe point, 1 by signal
   go_end,       // goid exits
-  go_unpark,    // goid made runnable; arg: the waker's goid (0: runtime)
-  steal,        // goid stolen by this P; arg: the victim P's id
+  go_unpark,    // goid made runnable; aux: unpark_by (the waker)
+  steal,        // goid stolen by this P; aux: the victim P's id
   sys_enter,    // goid enters a blocking call; the P stays behind
   sys_exit,     // goid leaves it; aux: 1 if it got a P at once (runs on)
   sys_block,    // goid enters a call known to block: P handed off at once
-  handoff,      // arg: the P handed off from a blocking call
-  preempt_req,  // sysmon asks goid to yield; arg: its P
-  netpoll,      // arg: goroutines the network poller made ready
-  go_exists,    // goid existed when tracing started; arg: its entry
+  handoff,      // aux: the P handed off from a blocking call
+  preempt_req,  // sysmon asks goid to yield; aux: its P
+  netpoll,      // goid field: goroutines the network poller made ready
+  go_exists,    // goid existed when tracing started (decoded form only)
   go_running,   // goid was running on this P when tracing started
+  proc_m,       // this P is now held by the M whose id is in the goid field
+  go_site,      // wide: the next slot holds {entry, gopc} of the goroutines
+                // this P creates from here on
 };
 
-// 32 bytes. p: the P whose buffer holds it (-1: no P); m: the M's id
-// (UINT32_MAX: a plain thread). Timestamps are raw trace_clock() ticks.
+// Who made a goroutine runnable (go_unpark's aux).
+enum unpark_by : std::uint8_t {
+  unpark_by_g = 0,        // the goroutine running on the recording P
+  unpark_by_netpoll = 1,  // the network poller
+  unpark_by_runtime = 2,  // the scheduler itself (timers, no goroutine)
+};
+
+// A P's record: 16 bytes, two words, written with no lock by the P's
+// owner. w0 = timestamp (56 bits of trace clock ticks) | type << 56;
+// w1 = goid (48 bits) | aux << 48. The P, the M, a waker's and a parent's
+// goid are not stored: the decoder knows them from the P's stream (the
+// chunk's owner, the last proc_m, the goroutine the P is running).
+struct trace_rec {
+  std::uint64_t w0;
+  std::uint64_t w1;
+};
+static_assert(sizeof(trace_rec) == 16);
+
+// The decoded form (and the record of threads without a P, which have no
+// stream to derive from): 32 bytes. p: the P (-1: no P); m: the M's id
+// (UINT32_MAX: a plain thread). ts: raw trace_clock() ticks.
 struct trace_event {
   std::uint64_t ts;
   std::uint64_t goid;
@@ -65,11 +87,15 @@ struct trace_event {
 static_assert(sizeof(trace_event) == 32);
 
 // A P's write position in its current chunk (owner-only). pos == end means
-// "take a new chunk"; both are null while tracing is off.
+// "take a new chunk"; both are null while tracing is off. m, site_*: what
+// the stream last said (proc_m, go_site), so repeats are not recorded.
 struct trace_cursor {
-  trace_event* pos = nullptr;
-  trace_event* end = nullptr;
+  trace_rec* pos = nullptr;
+  trace_rec* end = nullptr;
   std::uint64_t dropped = 0;  // events lost once the buffer cap was reached
+  std::int64_t m = -1;
+  std::uintptr_t site_entry = 0;
+  std::uintptr_t site_gopc = 0;
 };
 
 extern std::atomic<bool> trace_on;
@@ -95,6 +121,7 @@ void trace_sys_block_slow(G* gp);
 void trace_handoff_slow(P* pp);
 void trace_preempt_req_slow(G* gp, P* pp);
 void trace_netpoll_slow(G* first, std::int32_t n);
+void trace_proc_m_slow(P* pp);
 
 // The hooks: one flag test each when tracing is off.
 #define GORO_TRACE_HOOK(name, params, args) \
@@ -115,6 +142,7 @@ GORO_TRACE_HOOK(trace_sys_block, (G * gp), (gp))
 GORO_TRACE_HOOK(trace_handoff, (P * pp), (pp))
 GORO_TRACE_HOOK(trace_preempt_req, (G * gp, P* pp), (gp, pp))
 GORO_TRACE_HOOK(trace_netpoll, (G * first, std::int32_t n), (first, n))
+GORO_TRACE_HOOK(trace_proc_m, (P * pp), (pp))
 #undef GORO_TRACE_HOOK
 
 }  // namespace goro::rt
