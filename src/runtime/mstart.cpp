@@ -133,6 +133,7 @@ P* releasep() {
   if (pp == nullptr || pp->m.load(std::memory_order_relaxed) != mp ||
       pp->status.load(std::memory_order_relaxed) != p_running)
     fatal("releasep: invalid p state");
+  trace_proc_stop(pp);
   mp->p = nullptr;
   pp->m.store(nullptr, std::memory_order_relaxed);
   pp->status.store(p_idle, std::memory_order_relaxed);

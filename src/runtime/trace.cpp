@@ -89,6 +89,7 @@ std::uint64_t noP_dropped = 0;
 
 bool use_tsc = false;
 std::uint64_t clock0 = 0, clock1 = 0;  // trace clock at start and stop
+std::uint64_t clock_stop = 0;          // when recording stopped
 std::int64_t nano0 = 0, nano1 = 0;     // nanotime at start and stop
 
 inline std::uint64_t trace_clock() {
@@ -150,11 +151,12 @@ char* take_chunk(std::int64_t owner) {
 
 // One record into `pp`'s buffer (the caller holds pp). The hot path while
 // tracing: a clock read and two stores.
-inline void put_rec(P* pp, trace_ev type, std::uint64_t goid,
-                    std::uint16_t aux) {
+inline void put_rec(P* pp, trace_ev type, std::uint64_t goid, std::uint16_t aux,
+                    bool timed = true) {
   trace_cursor& c = pp->trace;
   if (c.pos == c.end && !refill(c, pp, 1)) return;
-  *c.pos++ = trace_rec{(trace_clock() & ts_mask) | std::uint64_t(type) << 56,
+  std::uint64_t ts = timed ? trace_clock() & ts_mask : 0;
+  *c.pos++ = trace_rec{ts | std::uint64_t(type) << 56,
                        (goid & goid_mask) | std::uint64_t(aux) << 48};
 }
 
@@ -222,13 +224,15 @@ trace_event widen(trace_ev type, std::uint64_t ts, std::uint64_t goid,
 
 // An event: into the calling thread's P's stream, else (sysmon, a plain
 // thread, a thread in a blocking call) the P-less buffer in decoded form.
+// untimed: the event borrows the next timed record's time on its P (see
+// trace_rec); only for events schedule() follows at once.
 void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
-            std::uint64_t ctx = 0) {
+            std::uint64_t ctx = 0, bool untimed = false) {
   // Acquire: pairs with start's release store, so the mapping is seen.
   if (!trace_on.load(std::memory_order_acquire)) return;
   M* mp = getm();
   if (P* pp = mp ? mp->p : nullptr) {
-    put_rec(pp, type, goid, aux);
+    put_rec(pp, type, goid, aux, !untimed);
     return;
   }
   put_noP(widen(type, 0, goid, aux, -1, mp ? std::uint32_t(mp->id) : UINT32_MAX,
@@ -278,12 +282,14 @@ void trace_go_create_slow(G* gp, G* parent) {
 }
 void trace_go_start_slow(G* gp) { record(trace_ev::go_start, gp->goid, 0); }
 void trace_go_park_slow(G* gp) {
-  record(trace_ev::go_park, gp->goid, std::uint16_t(gp->waitreason));
+  record(trace_ev::go_park, gp->goid, std::uint16_t(gp->waitreason), 0, true);
 }
 void trace_go_preempt_slow(G* gp, bool async) {
-  record(trace_ev::go_preempt, gp->goid, async ? 1 : 0);
+  record(trace_ev::go_preempt, gp->goid, async ? 1 : 0, 0, true);
 }
-void trace_go_end_slow(G* gp) { record(trace_ev::go_end, gp->goid, 0); }
+void trace_go_end_slow(G* gp) {
+  record(trace_ev::go_end, gp->goid, 0, 0, true);
+}
 void trace_go_unpark_slow(G* gp) {
   G* waker = getg();
   record(trace_ev::go_unpark, gp->goid,
@@ -309,6 +315,11 @@ void trace_netpoll_slow(G* first, std::int32_t n) {
   // The poller is the waker.
   for (G* gp = first; gp != nullptr; gp = gp->schedlink)
     record(trace_ev::go_unpark, gp->goid, unpark_by_netpoll);
+}
+void trace_proc_stop_slow(P* pp) {
+  // Called by the M about to release pp, which it still holds.
+  if (!trace_on.load(std::memory_order_acquire)) return;
+  put_rec(pp, trace_ev::proc_stop, 0, 0);
 }
 void trace_proc_m_slow(P* pp) {
   // Called by the M that has just acquired pp (acquirep).
@@ -410,7 +421,7 @@ std::uint64_t disarm() {
   std::uint64_t dropped = noP_dropped;
   for (std::int32_t i = 0; i < max_procs && allp[i] != nullptr; i++)
     dropped += allp[i]->trace.dropped;
-  clock1 = trace_clock();
+  clock1 = clock_stop = trace_clock();
   nano1 = nanotime();
   return dropped;
 }
@@ -455,6 +466,13 @@ std::vector<trace_event> decode() {
   }
   for (auto& [p, st] : ps) {
     std::sort(st.chunks.begin(), st.chunks.end());
+    // Untimed records waiting for the stream's next timed one.
+    std::size_t pending = evs.size();
+    auto settle = [&](std::uint64_t ts) {
+      for (std::size_t i = pending; i < evs.size(); i++)
+        if (evs[i].ts == 0) evs[i].ts = ts;
+      pending = evs.size();
+    };
     std::uintptr_t site_entry = 0, site_gopc = 0;
     for (auto& [seq, ch] : st.chunks) {
       auto* r = reinterpret_cast<const trace_rec*>(ch);
@@ -468,13 +486,16 @@ std::vector<trace_event> decode() {
           k++;
           continue;
         }
-        std::uint64_t ts = widen_ts(r[k].w0 & ts_mask);
+        std::uint64_t low = r[k].w0 & ts_mask;
+        std::uint64_t ts = low != 0 ? widen_ts(low) : 0;
         std::uint64_t goid = r[k].w1 & goid_mask;
         auto aux = std::uint16_t(r[k].w1 >> 48);
+        if (ts != 0) settle(ts);
         if (type == trace_ev::proc_m) {
           st.m = std::uint32_t(goid);
           continue;
         }
+        if (type == trace_ev::proc_stop) continue;
         trace_event e =
             widen(type, ts, goid, aux, std::int16_t(p), st.m, st.running);
         evs.push_back(e);
@@ -506,6 +527,7 @@ std::vector<trace_event> decode() {
         }
       }
     }
+    settle(clock_stop);
   }
   return evs;
 }
@@ -725,8 +747,9 @@ struct writer {
     switch (e.type) {
       case trace_ev::none:
       case trace_ev::go_exists:
-      case trace_ev::proc_m:   // consumed by the decoder
-      case trace_ev::go_site:  // consumed by the decoder
+      case trace_ev::proc_m:     // consumed by the decoder
+      case trace_ev::go_site:    // consumed by the decoder
+      case trace_ev::proc_stop:  // consumed by the decoder
         break;
       case trace_ev::go_running:
       case trace_ev::go_start:
