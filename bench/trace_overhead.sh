@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench/trace_overhead.sh — what the execution tracer costs, goro beside Go.
+#
+# Runs each workload with tracing off and on (GORO_TRACE=<file>: goro's
+# execution trace; the Go twin starts runtime/trace.Start on the same
+# variable), goro and Go interleaved, one process per run, and prints per
+# runtime the median time off and on, the overhead (on/off - 1, medians)
+# and the min..max of the runs with tracing on. Each trace is written to a
+# scratch file that is removed after the run (goro writes its file at stop,
+# outside the workload's timed part; Go streams it while the workload runs).
+#
+# usage: bench/trace_overhead.sh [-n RUNS] [-p "1 2"] [--goro-only] [workload ...]
+#   default workloads: gosched spawn_single spawn_chain chan_sync pingpong skynet
+# Environment: BUILD_DIR (default <repo>/build/default), GO (default go).
+# Builds nothing but the Go twin: build goro_bench first (make bench or
+# cmake --build <BUILD_DIR> --target goro_bench).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$ROOT/build/default}
+GO=${GO:-go}
+RUNS=5
+PROCS="1 2"
+DO_GO=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) RUNS=$2; shift 2 ;;
+    -p) PROCS=$2; shift 2 ;;
+    --goro-only) DO_GO=0; shift ;;
+    -h|--help) sed -n "2,/^set -u/p" "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "trace_overhead.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+WORKLOADS=${*:-"gosched spawn_single spawn_chain chan_sync pingpong skynet"}
+
+GORO_BIN=$BUILD_DIR/bench/goro_bench
+[ -x "$GORO_BIN" ] || { echo "trace_overhead.sh: no $GORO_BIN (build goro_bench first)" >&2; exit 2; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+GO_BIN=
+if [ "$DO_GO" = 1 ]; then
+  if command -v "$GO" >/dev/null 2>&1 &&
+    (cd "$ROOT/bench/go" && GOFLAGS=-mod=mod "$GO" build -o "$TMP/gorobench" .) 2>"$TMP/go.log"; then
+    GO_BIN=$TMP/gorobench
+  else
+    echo "# Go side skipped: $(head -c 300 "$TMP/go.log" 2>/dev/null || echo "no $GO")"
+  fi
+fi
+
+# one BIN WORKLOAD P TRACE: the workload's headline value ("" on failure).
+one() {
+  local out
+  if [ "$4" = on ]; then
+    out=$(GOMAXPROCS=$3 GORO_TRACE="$TMP/trace.out" timeout 120 "$1" "$2" 2>/dev/null)
+    rm -f "$TMP/trace.out"
+  else
+    out=$(GOMAXPROCS=$3 timeout 120 "$1" "$2" 2>/dev/null)
+  fi
+  awk -v w="$2" '$1=="RESULT" && $2==w {print $3; exit}' <<<"$out"
+}
+
+printf '%-14s %2s  %-5s %10s %10s %9s  %s\n' workload P side off on overhead "on: min..max"
+for w in $WORKLOADS; do
+  for p in $PROCS; do
+    : >"$TMP/goro.txt"
+    : >"$TMP/go.txt"
+    for _ in $(seq "$RUNS"); do
+      for t in off on; do
+        echo "$t $(one "$GORO_BIN" "$w" "$p" $t)" >>"$TMP/goro.txt"
+        [ -n "$GO_BIN" ] && echo "$t $(one "$GO_BIN" "$w" "$p" $t)" >>"$TMP/go.txt"
+      done
+    done
+    for side in goro go; do
+      [ -s "$TMP/$side.txt" ] || continue
+      python3 - "$w" "$p" "$side" "$TMP/$side.txt" <<'EOF'
+import statistics as st, sys
+w, p, side, path = sys.argv[1:]
+v = {"off": [], "on": []}
+for line in open(path):
+    f = line.split()
+    if len(f) == 2:
+        v[f[0]].append(float(f[1]))
+if not v["off"] or not v["on"]:
+    print(f"{w:<14} {p:>2}  {side:<5} (failed runs)")
+else:
+    off, on = st.median(v["off"]), st.median(v["on"])
+    print(f"{w:<14} {p:>2}  {side:<5} {off:10.2f} {on:10.2f} {100 * (on / off - 1):+8.0f}%  "
+          f"{min(v['on']):.2f}..{max(v['on']):.2f}")
+EOF
+    done
+  done
+done
