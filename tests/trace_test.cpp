@@ -472,20 +472,20 @@ TEST(Trace, BadUseThrows) {
 }
 
 TEST(Trace, BufferCapDropsAndCounts) {
-  // 1 MiB: 16 chunks of 64 KiB (4096 16-byte records); far more events
+  // 1 MiB: 16 chunks of 64 KiB (8192 8-byte records); far more events
   // than fit.
   ::setenv("GORO_TRACE_BUFFER", "1", 1);
   std::string path = tmp_path("cap.json");
   goro::run([&] {
     goro::trace::start(path);
-    for (int i = 0; i < 100000; i++) goro::gosched();
+    for (int i = 0; i < 300000; i++) goro::gosched();
     goro::trace::stop();
     return 0;
   });
   ::unsetenv("GORO_TRACE_BUFFER");
   auto st = goro::trace::last_stats();
   EXPECT_GT(st.dropped, 0u);
-  EXPECT_LE(st.events, 16u * 4096u);
+  EXPECT_LE(st.events, 16u * 8192u);
   json doc = read_json(path);
   check_wellformed(doc);
   const json* other = doc.get("otherData");

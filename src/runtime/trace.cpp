@@ -59,7 +59,7 @@ std::atomic<bool> trace_on{false};
 namespace {
 
 constexpr std::size_t chunk_bytes = 64 * 1024;
-constexpr std::size_t chunk_recs = chunk_bytes / sizeof(trace_rec);
+constexpr std::size_t chunk_words = chunk_bytes / sizeof(std::uint64_t);
 constexpr std::size_t chunk_events = chunk_bytes / sizeof(trace_event);
 constexpr std::int32_t max_procs = 1024;  // allp's size (proc.cpp)
 constexpr std::uint64_t ts_mask = (std::uint64_t(1) << 56) - 1;
@@ -72,7 +72,7 @@ struct chunk_header {
   std::uint64_t seq;
   std::uint64_t unused[2];
 };
-static_assert(sizeof(chunk_header) == 2 * sizeof(trace_rec));
+static_assert(sizeof(chunk_header) == 4 * sizeof(std::uint64_t));
 static_assert(sizeof(chunk_header) == sizeof(trace_event));
 
 // The mapping and its chunk counter. Written under the world stop.
@@ -125,7 +125,14 @@ char* take_chunk(std::int64_t owner) {
   return c;
 }
 
-// Room for `n` more records in `pp`'s chunk; false (the event dropped) once
+// The P records' layout (see "A P's record" in trace.hpp).
+constexpr std::uint64_t rec_type_mask = 0x3f;
+constexpr std::uint64_t rec_wide = 0x40;
+constexpr std::uint64_t rec_field_max = (std::uint64_t(1) << 24) - 1;
+constexpr int rec_field_shift = 8;
+constexpr int rec_goid_shift = 32;
+
+// Room for `n` more words in `pp`'s chunk; false (the event dropped) once
 // the buffer is exhausted. Kept out of line: it runs once per chunk.
 [[gnu::noinline]] bool refill(trace_cursor& c, P* pp, std::size_t n) {
   if (c.pos != nullptr && std::size_t(c.end - c.pos) >= n) return true;
@@ -135,29 +142,57 @@ char* take_chunk(std::int64_t owner) {
     c.dropped++;
     return false;
   }
-  auto* first = reinterpret_cast<trace_rec*>(ch);
-  c.pos = first + 2;
-  c.end = first + chunk_recs;
-  // A new chunk restates the P's M: a reader may start at any chunk.
-  std::int64_t m = c.m;
-  c.m = -1;
-  if (m >= 0) {
-    *c.pos++ = trace_rec{trace_clock() | std::uint64_t(trace_ev::proc_m) << 56,
-                         std::uint64_t(m)};
-    c.m = m;
+  auto* first = reinterpret_cast<std::uint64_t*>(ch);
+  c.pos = first + sizeof(chunk_header) / sizeof(std::uint64_t);
+  c.end = first + chunk_words;
+  // A new chunk restates the P's M and the time in full (wide): the tail
+  // of the previous chunk may be unused.
+  if (c.m >= 0) {
+    std::uint64_t ts = trace_clock();
+    c.last_ts = ts;
+    c.pos[0] = std::uint64_t(trace_ev::proc_m) | rec_wide |
+               std::uint64_t(c.m) << rec_goid_shift;
+    c.pos[1] = ts & ts_mask;
+    c.pos += 2;
   }
   return true;
 }
 
+// A record that does not fit one word: an aux value in a timed record, a
+// time step of 2^24 ticks or more, a goid of 2^32 or more.
+[[gnu::noinline]] void put_wide(P* pp, trace_ev type, std::uint64_t goid,
+                                std::uint32_t aux, std::uint64_t ts) {
+  trace_cursor& c = pp->trace;
+  if (!refill(c, pp, 2)) return;
+  if (ts != 0) c.last_ts = ts;
+  c.pos[0] = std::uint64_t(type) | rec_wide |
+             std::uint64_t(aux & rec_field_max) << rec_field_shift |
+             (goid & 0xffffffff) << rec_goid_shift;
+  c.pos[1] = (ts & ts_mask) | ((goid >> 32) & 0xff) << 56;
+  c.pos += 2;
+}
+
 // One record into `pp`'s buffer (the caller holds pp). The hot path while
-// tracing: a clock read and two stores.
-inline void put_rec(P* pp, trace_ev type, std::uint64_t goid, std::uint16_t aux,
+// tracing: a clock read, a subtraction and one 8-byte store. A timed
+// record's 24-bit field is the ticks since the P's previous timed record;
+// an untimed one's is its aux value.
+inline void put_rec(P* pp, trace_ev type, std::uint64_t goid, std::uint32_t aux,
                     bool timed = true) {
   trace_cursor& c = pp->trace;
-  if (c.pos == c.end && !refill(c, pp, 1)) return;
-  std::uint64_t ts = timed ? trace_clock() & ts_mask : 0;
-  *c.pos++ = trace_rec{ts | std::uint64_t(type) << 56,
-                       (goid & goid_mask) | std::uint64_t(aux) << 48};
+  if (std::size_t(c.end - c.pos) < 2 && !refill(c, pp, 2)) return;
+  std::uint64_t field = aux, ts = 0;
+  if (timed) {
+    ts = trace_clock();
+    field = ts - c.last_ts;
+    if (aux != 0) field = ~std::uint64_t(0);
+  }
+  if (field > rec_field_max || goid > 0xffffffff) [[unlikely]] {
+    put_wide(pp, type, goid, aux, ts);
+    return;
+  }
+  if (timed) c.last_ts = ts;
+  *c.pos++ =
+      std::uint64_t(type) | field << rec_field_shift | goid << rec_goid_shift;
 }
 
 void lock_noP() {
@@ -225,7 +260,7 @@ trace_event widen(trace_ev type, std::uint64_t ts, std::uint64_t goid,
 // An event: into the calling thread's P's stream, else (sysmon, a plain
 // thread, a thread in a blocking call) the P-less buffer in decoded form.
 // untimed: the event borrows the next timed record's time on its P (see
-// trace_rec); only for events schedule() follows at once.
+// trace.hpp); only for events schedule() follows at once.
 void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
             std::uint64_t ctx = 0, bool untimed = false) {
   // Acquire: pairs with start's release store, so the mapping is seen.
@@ -269,11 +304,12 @@ void trace_go_create_slow(G* gp, G* parent) {
   auto entry = reinterpret_cast<std::uintptr_t>(gp->entry);
   auto gopc = reinterpret_cast<std::uintptr_t>(gp->gopc);
   if (entry != c.site_entry || gopc != c.site_gopc) [[unlikely]] {
-    // A new spawn site: a wide record (two slots) before the create.
+    // A new spawn site: three words before the create.
     if (!refill(c, pp, 3)) return;
-    c.pos[0] = trace_rec{std::uint64_t(trace_ev::go_site) << 56, 0};
-    c.pos[1] = trace_rec{entry, gopc};
-    c.pos += 2;
+    c.pos[0] = std::uint64_t(trace_ev::go_site);
+    c.pos[1] = entry;
+    c.pos[2] = gopc;
+    c.pos += 3;
     c.site_entry = entry;
     c.site_gopc = gopc;
   }
@@ -442,6 +478,7 @@ std::vector<trace_event> decode() {
     std::vector<std::pair<std::uint64_t, const char*>> chunks;  // seq, chunk
     std::uint32_t m = UINT32_MAX;
     std::uint64_t running = 0;
+    std::uint64_t last_ts = 0;  // as the P's trace_cursor::last_ts
   };
   std::map<std::int64_t, stream> ps;
   std::vector<trace_event> evs;
@@ -475,29 +512,43 @@ std::vector<trace_event> decode() {
     };
     std::uintptr_t site_entry = 0, site_gopc = 0;
     for (auto& [seq, ch] : st.chunks) {
-      auto* r = reinterpret_cast<const trace_rec*>(ch);
-      for (std::size_t k = 2; k < chunk_recs; k++) {
-        auto type = trace_ev(r[k].w0 >> 56);
+      auto* r = reinterpret_cast<const std::uint64_t*>(ch);
+      for (std::size_t k = sizeof(chunk_header) / 8; k < chunk_words; k++) {
+        std::uint64_t w = r[k];
+        auto type = trace_ev(w & rec_type_mask);
         if (type == trace_ev::none) break;
         if (type == trace_ev::go_site) {
-          if (k + 1 >= chunk_recs) break;
-          site_entry = r[k + 1].w0;
-          site_gopc = r[k + 1].w1;
-          k++;
+          if (k + 2 >= chunk_words) break;
+          site_entry = r[k + 1];
+          site_gopc = r[k + 2];
+          k += 2;
           continue;
         }
-        std::uint64_t low = r[k].w0 & ts_mask;
-        std::uint64_t ts = low != 0 ? widen_ts(low) : 0;
-        std::uint64_t goid = r[k].w1 & goid_mask;
-        auto aux = std::uint16_t(r[k].w1 >> 48);
+        std::uint64_t field = (w >> rec_field_shift) & rec_field_max;
+        std::uint64_t goid = w >> rec_goid_shift;
+        std::uint64_t ts = 0;
+        std::uint32_t aux = 0;
+        bool timed = type != trace_ev::go_park && type != trace_ev::go_end &&
+                     type != trace_ev::go_preempt;
+        if (w & rec_wide) {
+          if (k + 1 >= chunk_words) break;
+          std::uint64_t w1 = r[++k];
+          goid |= (w1 >> 56) << 32;
+          aux = std::uint32_t(field);
+          if ((w1 & ts_mask) != 0) ts = st.last_ts = widen_ts(w1 & ts_mask);
+        } else if (timed) {
+          ts = st.last_ts += field;
+        } else {
+          aux = std::uint32_t(field);
+        }
         if (ts != 0) settle(ts);
         if (type == trace_ev::proc_m) {
           st.m = std::uint32_t(goid);
           continue;
         }
         if (type == trace_ev::proc_stop) continue;
-        trace_event e =
-            widen(type, ts, goid, aux, std::int16_t(p), st.m, st.running);
+        trace_event e = widen(type, ts, goid, std::uint16_t(aux),
+                              std::int16_t(p), st.m, st.running);
         evs.push_back(e);
         switch (type) {
           case trace_ev::go_create:

@@ -63,21 +63,23 @@ enum unpark_by : std::uint8_t {
   unpark_by_runtime = 2,  // the scheduler itself (timers, no goroutine)
 };
 
-// A P's record: 16 bytes, two words, written with no lock by the P's
-// owner. w0 = timestamp (56 bits of trace clock ticks) | type << 56;
-// w1 = goid (48 bits) | aux << 48. Timestamp 0: the record borrows the
-// next timed record's time on this P (a park, an exit or a preemption is
-// followed at once by schedule(), whose go_start is timed; a P that finds
-// no work records proc_stop when it is released), which saves one clock
-// read per switch. The P, the M, a waker's and a parent's
-// goid are not stored: the decoder knows them from the P's stream (the
-// chunk's owner, the last proc_m, the goroutine the P is running).
-struct trace_rec {
-  std::uint64_t w0;
-  std::uint64_t w1;
-};
-static_assert(sizeof(trace_rec) == 16);
-
+// A P's record: one 8-byte word, written with no lock by the P's owner:
+// bits 0-5 the type, bit 6 "wide", bits 8-31 a 24-bit field, bits 32-63
+// the goid. The field of a timed record is the trace clock ticks since the
+// P's previous timed record; of an untimed one (go_park, go_end,
+// go_preempt), its aux value. A wide record is followed by a second word:
+// the time in full (56 bits; 0 for an untimed record) and goid bits 32-39;
+// its field is the aux value. Wide: a timed record with an aux value, a
+// time step of 2^24 ticks or more, a goid of 2^32 or more, the first
+// timed record of a chunk. go_site is three words (type, entry, gopc).
+//
+// The P, the M, a waker's and a parent's goid are not stored: the decoder
+// knows them from the P's stream (the chunk's owner, the last proc_m, the
+// goroutine the P is running). An untimed record borrows the next timed
+// record's time on its P (a park, an exit or a preemption is followed at
+// once by schedule(), whose go_start is timed; a P that finds no work
+// records proc_stop when it is released), which saves one clock read per
+// switch.
 // The decoded form (and the record of threads without a P, which have no
 // stream to derive from): 32 bytes. p: the P (-1: no P); m: the M's id
 // (UINT32_MAX: a plain thread). ts: raw trace_clock() ticks.
@@ -96,10 +98,11 @@ static_assert(sizeof(trace_event) == 32);
 // "take a new chunk"; both are null while tracing is off. m, site_*: what
 // the stream last said (proc_m, go_site), so repeats are not recorded.
 struct trace_cursor {
-  trace_rec* pos = nullptr;
-  trace_rec* end = nullptr;
+  std::uint64_t* pos = nullptr;
+  std::uint64_t* end = nullptr;
   std::uint64_t dropped = 0;  // events lost once the buffer cap was reached
   std::int64_t m = -1;
+  std::uint64_t last_ts = 0;  // the clock at the last timed record
   std::uintptr_t site_entry = 0;
   std::uintptr_t site_gopc = 0;
 };
