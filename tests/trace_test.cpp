@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <goro/chan.hpp>
@@ -450,6 +451,98 @@ TEST(Trace, BlockingCallsAndHandoffsAreRecorded) {
   EXPECT_GE(syscalls, 4);
   EXPECT_GE(blocks, 2);
   EXPECT_GE(handoffs, 2);
+  std::remove(path.c_str());
+}
+
+// The compact records carry time as steps from the P's previous timed
+// record (one word), a long gap or an idle P as a full time (two words),
+// and a park takes the time of the next start on its P: the spans seen in
+// the trace must be the spans the program measured with its own clock.
+TEST(Trace, TimesFollowTheClock) {
+  std::string path = tmp_path("times.json");
+  // Spins of 2 ms (the next record's time step fits one word) and 20 ms
+  // (it does not: a two-word record).
+  const int spin_ms[2] = {2, 20};
+  std::uint64_t spinner[2] = {0, 0}, sleeper = 0;
+  double spun_ms[2] = {0, 0};
+  goro::options opt;
+  opt.gomaxprocs = 1;
+  goro::run(opt, [&] {
+    goro::trace::start(path);
+    goro::wait_group wg;
+    wg.add(4);
+    // Many short slices: one-word records with small time steps.
+    goro::go([&] {
+      for (int i = 0; i < 2000; i++) goro::gosched();
+      wg.done();
+    });
+    // Long slices: no switch while they spin.
+    for (int k = 0; k < 2; k++) {
+      goro::go([&, k] {
+        spinner[k] = goro::goroutine_id();
+        auto t0 = std::chrono::steady_clock::now();
+        while (std::chrono::steady_clock::now() - t0 <
+               std::chrono::milliseconds(spin_ms[k])) {
+        }
+        spun_ms[k] = std::chrono::duration<double, std::milli>(
+                         std::chrono::steady_clock::now() - t0)
+                         .count();
+        wg.done();
+      });
+    }
+    // A sleep: the P goes idle, then a long time step.
+    goro::go([&] {
+      sleeper = goro::goroutine_id();
+      goro::sleep(std::chrono::milliseconds(30));
+      wg.done();
+    });
+    wg.wait();
+    goro::trace::stop();
+    return 0;
+  });
+  json doc = read_json(path);
+  const auto& evs = check_wellformed(doc);
+  // Each spinner's slices on the P track: first begin to last end.
+  double first_b[2] = {-1, -1}, last_e[2] = {-1, -1};
+  int open = -1;
+  double sleep_park = -1, wake_b = -1;
+  for (const json& e : evs) {
+    std::string ph = field(e, "ph");
+    const json* pid = e.get("pid");
+    if (ph == "M" || pid == nullptr || pid->num != 1) continue;  // P tracks
+    double ts = e.get("ts")->num;
+    if (ph == "B") {
+      open = -1;
+      for (int k = 0; k < 2; k++)
+        if (narg(e, "goid") == double(spinner[k])) {
+          if (first_b[k] < 0) first_b[k] = ts;
+          open = k;
+        }
+    } else if (ph == "E" && open >= 0) {
+      last_e[open] = ts;
+      open = -1;
+    }
+    if (ph == "i" && field(e, "cat") == "park" &&
+        narg(e, "goid") == double(sleeper))
+      sleep_park = ts;
+    if (ph == "B" && narg(e, "goid") == double(sleeper) && sleep_park >= 0 &&
+        wake_b < 0)
+      wake_b = ts;
+  }
+  for (int k = 0; k < 2; k++) {
+    ASSERT_GE(first_b[k], 0) << "no slice of the " << spin_ms[k] << " ms spin";
+    ASSERT_GE(last_e[k], first_b[k]);
+    // The trace's clock and the program's agree: the spin is measured
+    // inside the slice, so the slice is at least as long (less 50 us of
+    // rounding) and, with nothing else to run meanwhile but yields, not
+    // twice as long.
+    double span_us = last_e[k] - first_b[k];
+    EXPECT_GE(span_us, spun_ms[k] * 1000 - 50) << spin_ms[k] << " ms spin";
+    EXPECT_LE(span_us, spun_ms[k] * 2000 + 1000) << spin_ms[k] << " ms spin";
+  }
+  ASSERT_GE(sleep_park, 0) << "no park of the sleeping goroutine";
+  ASSERT_GE(wake_b, 0) << "the sleeping goroutine never ran again";
+  EXPECT_GE(wake_b - sleep_park, 30 * 1000 - 50);
   std::remove(path.c_str());
 }
 
