@@ -57,7 +57,8 @@ one() {
   else
     out=$(GOMAXPROCS=$3 timeout 120 "$1" "$2" 2>/dev/null)
   fi
-  awk -v w="$2" '$1=="RESULT" && $2==w {print $3; exit}' <<<"$out"
+  # The workload's first metric: named after it, or with a _unit suffix.
+  awk -v w="$2" '$1=="RESULT" && ($2==w || index($2, w "_")==1) {print $3; exit}' <<<"$out"
 }
 
 printf '%-14s %2s  %-5s %10s %10s %9s  %s\n' workload P side off on overhead "on: min..max"

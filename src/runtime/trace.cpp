@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <vector>
@@ -619,29 +621,60 @@ std::FILE* open_out(const std::string& path) {
 // ---------------------------------------------------------------------------
 // The writer.
 
+// Buffered output: the file is written in 1 MiB blocks, numbers with
+// std::to_chars (stdio's per-character calls made writing the most
+// expensive part of a trace).
 struct json_out {
-  std::FILE* f;
+  std::FILE* f = nullptr;
   bool first = true;
+  std::string buf;
+  void flush() {
+    if (!buf.empty()) std::fwrite(buf.data(), 1, buf.size(), f);
+    buf.clear();
+  }
+  void raw(std::string_view s) {
+    buf.append(s);
+    if (buf.size() >= (1 << 20)) flush();
+  }
+  void num(std::uint64_t v) {
+    char t[24];
+    auto r = std::to_chars(t, t + sizeof t, v);
+    buf.append(t, r.ptr);
+  }
+  void inum(std::int64_t v) {
+    char t[24];
+    auto r = std::to_chars(t, t + sizeof t, v);
+    buf.append(t, r.ptr);
+  }
+  // Microseconds with three decimals (nanosecond resolution).
+  void micros(double us) {
+    auto ns = std::uint64_t(us * 1000.0 + 0.5);
+    num(ns / 1000);
+    char t[4] = {'.', char('0' + ns / 100 % 10), char('0' + ns / 10 % 10),
+                 char('0' + ns % 10)};
+    buf.append(t, 4);
+  }
+  void str(std::string_view s) {
+    buf.push_back('"');
+    for (unsigned char c : s) {
+      if (c == '"' || c == '\\') {
+        buf.push_back('\\');
+        buf.push_back(char(c));
+      } else if (c < 0x20) {
+        char t[8];
+        std::snprintf(t, sizeof t, "\\u%04x", c);
+        buf.append(t);
+      } else {
+        buf.push_back(char(c));
+      }
+    }
+    buf.push_back('"');
+  }
   void begin_event() {
-    std::fputs(first ? "\n" : ",\n", f);
+    raw(first ? "\n" : ",\n");
     first = false;
   }
 };
-
-void put_string(std::FILE* f, const std::string& s) {
-  std::fputc('"', f);
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      std::fputc('\\', f);
-      std::fputc(c, f);
-    } else if (c < 0x20) {
-      std::fprintf(f, "\\u%04x", c);
-    } else {
-      std::fputc(c, f);
-    }
-  }
-  std::fputc('"', f);
-}
 
 // The user's function inside goro's spawn plumbing:
 // "goro::detail::closure<goro::detail::bind_call<F>(...)::{lambda()#1}>::
@@ -682,28 +715,42 @@ struct g_info {
   std::uintptr_t gopc = 0;
   std::uint64_t parent = 0;
   std::string name;  // filled at write time
-};
-
-struct track_key {
-  int pid;
-  std::int64_t tid;
-  bool operator<(const track_key& o) const {
-    return pid != o.pid ? pid < o.pid : tid < o.tid;
-  }
+  // The name and args of its slices as JSON members, built once.
+  std::string slice_members;
 };
 
 constexpr int pid_ps = 1;
 constexpr int pid_ms = 2;
 constexpr std::int64_t tid_plain = 1'000'000;  // plain threads' track
 
+// A track: pid_ps with tid = the P's id, or pid_ms with tid = the M's id
+// (tid_plain for threads that are not Ms).
+struct track_key {
+  int pid;
+  std::int64_t tid;
+};
+
+struct track_state {
+  bool seen = false;
+  bool open = false;
+};
+
 struct writer {
-  json_out out{nullptr};
+  json_out out;
   double us_per_tick = 0.001;
   std::uint64_t origin = 0;
   std::unordered_map<std::uint64_t, g_info> gs;
-  std::map<std::uintptr_t, std::string> symcache;
-  std::map<track_key, std::uint64_t> open;  // track -> open slice's goid
-  std::map<track_key, bool> seen;
+  std::unordered_map<std::uintptr_t, std::string> symcache;
+  std::vector<track_state> p_tracks, m_tracks;
+  track_state plain_track;
+
+  track_state& state(track_key t) {
+    if (t.pid == pid_ms && t.tid == tid_plain) return plain_track;
+    auto& v = t.pid == pid_ps ? p_tracks : m_tracks;
+    auto i = std::size_t(t.tid < 0 ? 0 : t.tid);
+    if (i >= v.size()) v.resize(i + 1);
+    return v[i];
+  }
 
   std::string sym(std::uintptr_t pc) {
     auto it = symcache.find(pc);
@@ -714,12 +761,30 @@ struct writer {
   }
 
   void name_all() {
+    json_out tmp;
     for (auto& [goid, gi] : gs) {
       std::string creator = gi.gopc ? short_name(sym(gi.gopc - 1)) : "";
       std::string n = gi.entry ? short_name(sym(gi.entry)) : "";
       if (n.empty() && !creator.empty()) n = "goroutine in " + creator;
       if (n.empty()) n = "goroutine";
       gi.name = n;
+      tmp.buf.clear();
+      tmp.raw("\"name\":");
+      tmp.str("G" + std::to_string(goid) + " " + n);
+      tmp.raw(",\"cat\":\"goroutine\",\"args\":{\"goid\":");
+      tmp.num(goid);
+      tmp.raw(",\"function\":");
+      tmp.str(n);
+      if (gi.parent) {
+        tmp.raw(",\"parent\":");
+        tmp.num(gi.parent);
+      }
+      if (gi.gopc) {
+        tmp.raw(",\"created_by\":");
+        tmp.str(creator);
+      }
+      tmp.raw("}");
+      gi.slice_members = tmp.buf;
     }
   }
 
@@ -733,54 +798,64 @@ struct writer {
     return ts < origin ? 0.0 : double(ts - origin) * us_per_tick;
   }
 
-  void head(const char* ph, const std::string& name, track_key t,
-            std::uint64_t ts) {
-    seen[t] = true;
+  // {"ph":"<ph>","pid":..,"tid":..,"ts":..  (the caller closes it)
+  void head(char ph, track_key t, std::uint64_t ts) {
+    state(t).seen = true;
     out.begin_event();
-    std::fprintf(out.f, "{\"ph\":\"%s\",\"name\":", ph);
-    put_string(out.f, name);
-    std::fprintf(out.f, ",\"pid\":%d,\"tid\":%lld,\"ts\":%.3f", t.pid,
-                 static_cast<long long>(t.tid), us(ts));
+    char h[] = "{\"ph\":\"?\",\"pid\":";
+    h[7] = ph;
+    out.raw(h);
+    out.inum(t.pid);
+    out.raw(",\"tid\":");
+    out.inum(t.tid);
+    out.raw(",\"ts\":");
+    out.micros(us(ts));
   }
 
   void end(track_key t, std::uint64_t ts) {
-    auto it = open.find(t);
-    if (it == open.end()) return;
-    open.erase(it);
-    head("E", "", t, ts);
-    std::fputs("}", out.f);
+    track_state& st = state(t);
+    if (!st.open) return;
+    st.open = false;
+    head('E', t, ts);
+    out.raw(",\"name\":\"\"}");
   }
 
   void begin(track_key t, std::uint64_t ts, std::uint64_t goid,
              const char* what) {
     end(t, ts);
-    open[t] = goid;
-    std::string name = std::string(what) + gname(goid);
-    head("B", name, t, ts);
-    std::fprintf(out.f, ",\"cat\":\"%s\",\"args\":{\"goid\":%llu",
-                 what[0] ? "syscall" : "goroutine",
-                 static_cast<unsigned long long>(goid));
+    state(t).open = true;
+    head('B', t, ts);
+    out.raw(",");
     auto it = gs.find(goid);
-    if (it != gs.end()) {
-      std::fputs(",\"function\":", out.f);
-      put_string(out.f, it->second.name);
-      if (it->second.parent)
-        std::fprintf(out.f, ",\"parent\":%llu",
-                     static_cast<unsigned long long>(it->second.parent));
-      if (it->second.gopc) {
-        std::fputs(",\"created_by\":", out.f);
-        put_string(out.f, short_name(sym(it->second.gopc - 1)));
+    if (what[0] == 0 && it != gs.end()) {
+      out.raw(it->second.slice_members);
+    } else {
+      out.raw("\"name\":");
+      out.str(std::string(what) + gname(goid));
+      out.raw(what[0] ? ",\"cat\":\"syscall\"" : ",\"cat\":\"goroutine\"");
+      out.raw(",\"args\":{\"goid\":");
+      out.num(goid);
+      if (it != gs.end()) {
+        out.raw(",\"function\":");
+        out.str(it->second.name);
       }
+      out.raw("}");
     }
-    std::fputs("}}", out.f);
+    out.raw("}");
   }
 
-  // An instant event; `args` is a JSON object body (without braces).
-  void instant(track_key t, std::uint64_t ts, const std::string& name,
-               const char* cat, const std::string& args) {
-    head("i", name, t, ts);
-    std::fprintf(out.f, ",\"s\":\"t\",\"cat\":\"%s\",\"args\":{%s}}", cat,
-                 args.c_str());
+  // An instant event: name, category, and `args` members written by fn.
+  template <class Name, class Args>
+  void instant(track_key t, std::uint64_t ts, Name&& name, const char* cat,
+               Args&& args) {
+    head('i', t, ts);
+    out.raw(",\"name\":\"");
+    name();
+    out.raw("\",\"s\":\"t\",\"cat\":\"");
+    out.raw(cat);
+    out.raw("\",\"args\":{");
+    args();
+    out.raw("}}");
   }
 
   static track_key p_track(std::int64_t p) { return {pid_ps, p}; }
@@ -792,9 +867,17 @@ struct writer {
     return e.p >= 0 ? p_track(e.p) : m_track(e.m);
   }
 
+  void goid_arg(std::uint64_t goid) {
+    out.raw("\"goid\":");
+    out.num(goid);
+  }
+
   void event(const trace_event& e) {
-    auto g = [](std::uint64_t id) { return "\"goid\":" + std::to_string(id); };
     track_key pt = p_track(e.p), mt = m_track(e.m);
+    auto gid = [&] {
+      out.raw("G");
+      out.num(e.goid);
+    };
     switch (e.type) {
       case trace_ev::none:
       case trace_ev::go_exists:
@@ -808,19 +891,46 @@ struct writer {
         begin(mt, e.ts, e.goid, "");
         break;
       case trace_ev::go_create:
-        instant(where(e), e.ts,
-                "go G" + std::to_string(e.goid) +
-                    (e.arg ? " (from G" + std::to_string(e.arg) + ")"
-                           : std::string(" (from a thread)")),
-                "spawn", g(e.goid) + ",\"parent\":" + std::to_string(e.arg));
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("go ");
+              gid();
+              if (e.arg) {
+                out.raw(" (from G");
+                out.num(e.arg);
+                out.raw(")");
+              } else {
+                out.raw(" (from a thread)");
+              }
+            },
+            "spawn",
+            [&] {
+              goid_arg(e.goid);
+              out.raw(",\"parent\":");
+              out.num(e.arg);
+            });
         break;
       case trace_ev::go_park: {
         const char* r = wait_reason_string(wait_reason(e.aux));
         if (e.p >= 0) end(pt, e.ts);
         end(mt, e.ts);
-        instant(where(e), e.ts,
-                "park G" + std::to_string(e.goid) + " [" + r + "]", "park",
-                g(e.goid) + ",\"reason\":\"" + r + "\"");
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("park ");
+              gid();
+              out.raw(" [");
+              out.raw(r);
+              out.raw("]");
+            },
+            "park",
+            [&] {
+              goid_arg(e.goid);
+              out.raw(",\"reason\":\"");
+              out.raw(r);
+              out.raw("\"");
+            });
         break;
       }
       case trace_ev::go_yield:
@@ -833,33 +943,75 @@ struct writer {
           if (e.p >= 0) end(pt, e.ts);
           end(mt, e.ts);
         }
-        instant(where(e), e.ts, "preempt G" + std::to_string(e.goid), "preempt",
-                g(e.goid) + ",\"how\":\"" +
-                    (e.aux == 1 ? "signal" : "safe point") + "\"");
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("preempt ");
+              gid();
+            },
+            "preempt",
+            [&] {
+              goid_arg(e.goid);
+              out.raw(e.aux == 1 ? ",\"how\":\"signal\""
+                                 : ",\"how\":\"safe point\"");
+            });
         break;
       case trace_ev::go_unpark: {
-        std::string waker =
-            e.arg ? "G" + std::to_string(e.arg)
-                  : std::string(e.aux == 1 ? "netpoll" : "runtime");
-        instant(where(e), e.ts,
-                "unpark G" + std::to_string(e.goid) + " by " + waker, "unpark",
-                g(e.goid) + ",\"waker\":" + std::to_string(e.arg) +
-                    ",\"waker_name\":\"" + waker + "\"");
+        auto waker = [&] {
+          if (e.arg) {
+            out.raw("G");
+            out.num(e.arg);
+          } else {
+            out.raw(e.aux == 1 ? "netpoll" : "runtime");
+          }
+        };
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("unpark ");
+              gid();
+              out.raw(" by ");
+              waker();
+            },
+            "unpark",
+            [&] {
+              goid_arg(e.goid);
+              out.raw(",\"waker\":");
+              out.num(e.arg);
+              out.raw(",\"waker_name\":\"");
+              waker();
+              out.raw("\"");
+            });
         break;
       }
       case trace_ev::steal:
-        instant(where(e), e.ts,
-                "steal G" + std::to_string(e.goid) + " from P" +
-                    std::to_string(e.arg),
-                "steal", g(e.goid) + ",\"victim\":" + std::to_string(e.arg));
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("steal ");
+              gid();
+              out.raw(" from P");
+              out.num(e.arg);
+            },
+            "steal",
+            [&] {
+              goid_arg(e.goid);
+              out.raw(",\"victim\":");
+              out.num(e.arg);
+            });
         break;
       case trace_ev::sys_enter:
       case trace_ev::sys_block:
         if (e.p >= 0) end(pt, e.ts);
         begin(mt, e.ts, e.goid, "syscall ");
         if (e.type == trace_ev::sys_block)
-          instant(mt, e.ts, "blocking call G" + std::to_string(e.goid),
-                  "syscall", g(e.goid));
+          instant(
+              mt, e.ts,
+              [&] {
+                out.raw("blocking call ");
+                gid();
+              },
+              "syscall", [&] { goid_arg(e.goid); });
         break;
       case trace_ev::sys_exit:
         end(mt, e.ts);
@@ -869,43 +1021,83 @@ struct writer {
         }
         break;
       case trace_ev::handoff:
-        instant(p_track(std::int64_t(e.arg)), e.ts,
-                "handoff P" + std::to_string(e.arg), "syscall",
-                "\"p\":" + std::to_string(e.arg) +
-                    ",\"m\":" + std::to_string(std::int64_t(mt.tid)));
+        instant(
+            p_track(std::int64_t(e.arg)), e.ts,
+            [&] {
+              out.raw("handoff P");
+              out.num(e.arg);
+            },
+            "syscall",
+            [&] {
+              out.raw("\"p\":");
+              out.num(e.arg);
+              out.raw(",\"m\":");
+              out.inum(mt.tid);
+            });
         break;
       case trace_ev::preempt_req:
-        instant(p_track(std::int64_t(e.arg)), e.ts,
-                "preempt request G" + std::to_string(e.goid), "preempt",
-                g(e.goid));
+        instant(
+            p_track(std::int64_t(e.arg)), e.ts,
+            [&] {
+              out.raw("preempt request ");
+              gid();
+            },
+            "preempt", [&] { goid_arg(e.goid); });
         break;
       case trace_ev::netpoll:
-        instant(where(e), e.ts, "netpoll: " + std::to_string(e.arg) + " ready",
-                "netpoll", "\"ready\":" + std::to_string(e.arg));
+        instant(
+            where(e), e.ts,
+            [&] {
+              out.raw("netpoll: ");
+              out.num(e.arg);
+              out.raw(" ready");
+            },
+            "netpoll",
+            [&] {
+              out.raw("\"ready\":");
+              out.num(e.arg);
+            });
         break;
     }
+  }
+
+  // Slices still open when tracing stopped end at `ts`.
+  void end_all(std::uint64_t ts) {
+    for (std::size_t i = 0; i < p_tracks.size(); i++)
+      end(p_track(std::int64_t(i)), ts);
+    for (std::size_t i = 0; i < m_tracks.size(); i++)
+      end({pid_ms, std::int64_t(i)}, ts);
+    end({pid_ms, tid_plain}, ts);
   }
 
   void metadata() {
     auto name = [&](const char* what, int pid, std::int64_t tid,
                     const std::string& n, bool thread) {
       out.begin_event();
-      std::fprintf(out.f, "{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what,
-                   pid);
-      if (thread)
-        std::fprintf(out.f, ",\"tid\":%lld", static_cast<long long>(tid));
-      std::fputs(",\"args\":{\"name\":", out.f);
-      put_string(out.f, n);
-      std::fputs("}}", out.f);
+      out.raw("{\"ph\":\"M\",\"name\":\"");
+      out.raw(what);
+      out.raw("\",\"pid\":");
+      out.inum(pid);
+      if (thread) {
+        out.raw(",\"tid\":");
+        out.inum(tid);
+      }
+      out.raw(",\"args\":{\"name\":");
+      out.str(n);
+      out.raw("}}");
     };
     name("process_name", pid_ps, 0, "goro Ps", false);
     name("process_name", pid_ms, 0, "goro threads (Ms)", false);
-    for (auto& [t, _] : seen) {
-      std::string n = t.pid == pid_ps      ? "P" + std::to_string(t.tid)
-                      : t.tid == tid_plain ? std::string("plain threads")
-                                           : "M" + std::to_string(t.tid);
-      name("thread_name", t.pid, t.tid, n, true);
-    }
+    for (std::size_t i = 0; i < p_tracks.size(); i++)
+      if (p_tracks[i].seen)
+        name("thread_name", pid_ps, std::int64_t(i), "P" + std::to_string(i),
+             true);
+    for (std::size_t i = 0; i < m_tracks.size(); i++)
+      if (m_tracks[i].seen)
+        name("thread_name", pid_ms, std::int64_t(i), "M" + std::to_string(i),
+             true);
+    if (plain_track.seen)
+      name("thread_name", pid_ms, tid_plain, "plain threads", true);
   }
 };
 
@@ -916,6 +1108,7 @@ void write_json(std::FILE* f, std::vector<trace_event>& evs,
       [](const trace_event& a, const trace_event& b) { return a.ts < b.ts; });
   writer w;
   w.out.f = f;
+  w.out.buf.reserve(2 << 20);
   w.origin = clock0;
   if (use_tsc && clock1 > clock0 && nano1 > nano0)
     w.us_per_tick = double(nano1 - nano0) / 1000.0 / double(clock1 - clock0);
@@ -932,18 +1125,23 @@ void write_json(std::FILE* f, std::vector<trace_event>& evs,
     }
   }
   w.name_all();
-  std::fputs("{\"traceEvents\":[", f);
+  w.out.raw("{\"traceEvents\":[");
   for (const trace_event& e : evs) w.event(e);
   // Slices still open when tracing stopped end there.
   std::uint64_t stop_ts = clock1;
   if (!evs.empty() && evs.back().ts > stop_ts) stop_ts = evs.back().ts;
-  while (!w.open.empty()) w.end(w.open.begin()->first, stop_ts);
+  w.end_all(stop_ts);
   w.metadata();
-  std::fprintf(f,
-               "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":"
-               "\"goro\",\"clock\":\"%s\",\"events\":%zu,\"dropped\":%llu}}\n",
-               use_tsc ? "tsc" : "monotonic", evs.size(),
-               static_cast<unsigned long long>(dropped));
+  w.out.raw(
+      "\n],\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":"
+      "\"goro\",\"clock\":\"");
+  w.out.raw(use_tsc ? "tsc" : "monotonic");
+  w.out.raw("\",\"events\":");
+  w.out.num(evs.size());
+  w.out.raw(",\"dropped\":");
+  w.out.num(dropped);
+  w.out.raw("}}\n");
+  w.out.flush();
 }
 
 void env_stop_at_exit() { trace_env_stop(); }
