@@ -263,17 +263,25 @@ trace_event widen(trace_ev type, std::uint64_t ts, std::uint64_t goid,
 // thread, a thread in a blocking call) the P-less buffer in decoded form.
 // untimed: the event borrows the next timed record's time on its P (see
 // trace.hpp); only for events schedule() follows at once.
-void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
-            std::uint64_t ctx = 0, bool untimed = false) {
+// The P-less half, out of line so that the P path (inlined into each
+// recorder) keeps a small frame.
+[[gnu::noinline]] void record_noP(M* mp, trace_ev type, std::uint64_t goid,
+                                  std::uint16_t aux, std::uint64_t ctx) {
+  put_noP(widen(type, 0, goid, aux, -1, mp ? std::uint32_t(mp->id) : UINT32_MAX,
+                ctx));
+}
+
+inline void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
+                   std::uint64_t ctx = 0, bool untimed = false) {
   // Acquire: pairs with start's release store, so the mapping is seen.
   if (!trace_on.load(std::memory_order_acquire)) return;
   M* mp = getm();
-  if (P* pp = mp ? mp->p : nullptr) {
-    put_rec(pp, type, goid, aux, !untimed);
+  P* pp = mp ? mp->p : nullptr;
+  if (pp == nullptr) [[unlikely]] {
+    record_noP(mp, type, goid, aux, ctx);
     return;
   }
-  put_noP(widen(type, 0, goid, aux, -1, mp ? std::uint32_t(mp->id) : UINT32_MAX,
-                ctx));
+  put_rec(pp, type, goid, aux, !untimed);
 }
 
 std::uint64_t goid_of(G* gp) { return gp ? gp->goid : 0; }
@@ -329,9 +337,16 @@ void trace_go_end_slow(G* gp) {
   record(trace_ev::go_end, gp->goid, 0, 0, true);
 }
 void trace_go_unpark_slow(G* gp) {
-  G* waker = getg();
-  record(trace_ev::go_unpark, gp->goid,
-         waker != nullptr ? unpark_by_g : unpark_by_runtime, goid_of(waker));
+  if (!trace_on.load(std::memory_order_acquire)) return;
+  M* mp = getm();
+  G* waker = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr;
+  std::uint16_t by = waker != nullptr ? unpark_by_g : unpark_by_runtime;
+  P* pp = mp ? mp->p : nullptr;
+  if (pp == nullptr) [[unlikely]] {
+    record_noP(mp, trace_ev::go_unpark, gp->goid, by, goid_of(waker));
+    return;
+  }
+  put_rec(pp, trace_ev::go_unpark, gp->goid, by);
 }
 void trace_steal_slow(G* gp, P* victim) {
   record(trace_ev::steal, gp->goid, std::uint16_t(victim->id));
