@@ -5,7 +5,8 @@
 # execution trace; the Go twin starts runtime/trace.Start on the same
 # variable), goro and Go interleaved, one process per run, and prints per
 # runtime the median time off and on, the overhead (on/off - 1, medians)
-# and the min..max of the runs with tracing on. Each trace is written to a
+# and the min..max of the runs with tracing on, then the median peak RSS
+# (VmHWM, MiB) and minor page faults (thousands) off -> on. Each trace is written to a
 # scratch file that is removed after the run (goro writes its file at stop,
 # outside the workload's timed part; Go streams it while the workload runs).
 #
@@ -48,7 +49,8 @@ if [ "$DO_GO" = 1 ]; then
   fi
 fi
 
-# one BIN WORKLOAD P TRACE: the workload's headline value ("" on failure).
+# one BIN WORKLOAD P TRACE: the workload's headline value, peak RSS (KiB)
+# and minor faults ("" on failure).
 one() {
   local out
   if [ "$4" = on ]; then
@@ -57,11 +59,14 @@ one() {
   else
     out=$(GOMAXPROCS=$3 timeout 120 "$1" "$2" 2>/dev/null)
   fi
-  # The workload's first metric: named after it, or with a _unit suffix.
-  awk -v w="$2" '$1=="RESULT" && ($2==w || index($2, w "_")==1) {print $3; exit}' <<<"$out"
+  # The workload's first metric (named after it, or with a _unit suffix),
+  # and the memory lines every run prints.
+  awk -v w="$2" '$1=="RESULT" && v=="" && ($2==w || index($2, w "_")==1) {v=$3}
+    $1=="RESULT" && $2==w".peak_rss" {r=$3} $1=="RESULT" && $2==w".minflt" {f=$3}
+    END {if (v!="") print v, r+0, f+0}' <<<"$out"
 }
 
-printf '%-14s %2s  %-5s %10s %10s %9s  %s\n' workload P side off on overhead "on: min..max"
+printf '%-14s %2s  %-5s %10s %10s %9s  %-18s %s\n' workload P side off on overhead "on: min..max" "RSS MiB, kfaults off -> on"
 for w in $WORKLOADS; do
   for p in $PROCS; do
     : >"$TMP/goro.txt"
@@ -78,16 +83,22 @@ for w in $WORKLOADS; do
 import statistics as st, sys
 w, p, side, path = sys.argv[1:]
 v = {"off": [], "on": []}
+rss = {"off": [], "on": []}
+flt = {"off": [], "on": []}
 for line in open(path):
     f = line.split()
-    if len(f) == 2:
+    if len(f) == 4:
         v[f[0]].append(float(f[1]))
+        rss[f[0]].append(float(f[2]) / 1024)
+        flt[f[0]].append(float(f[3]) / 1000)
 if not v["off"] or not v["on"]:
     print(f"{w:<14} {p:>2}  {side:<5} (failed runs)")
 else:
     off, on = st.median(v["off"]), st.median(v["on"])
-    print(f"{w:<14} {p:>2}  {side:<5} {off:10.2f} {on:10.2f} {100 * (on / off - 1):+8.0f}%  "
-          f"{min(v['on']):.2f}..{max(v['on']):.2f}")
+    rng = f"{min(v['on']):.2f}..{max(v['on']):.2f}"
+    print(f"{w:<14} {p:>2}  {side:<5} {off:10.2f} {on:10.2f} {100 * (on / off - 1):+8.0f}%  {rng:<18} "
+          f"{st.median(rss['off']):.0f} -> {st.median(rss['on']):.0f}, "
+          f"{st.median(flt['off']):.1f} -> {st.median(flt['on']):.1f}")
 EOF
     done
   done

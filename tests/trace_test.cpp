@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <goro/chan.hpp>
 #include <goro/goro.hpp>
 #include <goro/runtime.hpp>
@@ -283,6 +284,21 @@ const std::vector<json>& check_wellformed(const json& doc) {
   return evs->arr;
 }
 
+// Runs body as goro::run's main goroutine at `procs` Ps, traced into
+// `path`; returns the file, parsed.
+json traced_run(const std::string& path, int procs,
+                const std::function<void()>& body) {
+  goro::options opt;
+  opt.gomaxprocs = procs;
+  goro::run(opt, [&] {
+    goro::trace::start(path);
+    body();
+    goro::trace::stop();
+    return 0;
+  });
+  return read_json(path);
+}
+
 TEST(Trace, SmallProgramIsValidAndNamed) {
   std::string path = tmp_path("small.json");
   std::uint64_t main_goid = 0, pinger = 0, ponger = 0;
@@ -416,10 +432,7 @@ TEST(Trace, SmallProgramIsValidAndNamed) {
 
 TEST(Trace, BlockingCallsAndHandoffsAreRecorded) {
   std::string path = tmp_path("sys.json");
-  goro::options opt;
-  opt.gomaxprocs = 2;
-  goro::run(opt, [&] {
-    goro::trace::start(path);
+  json doc = traced_run(path, 2, [&] {
     goro::wait_group wg;
     for (int i = 0; i < 2; i++) {
       wg.add(1);
@@ -434,10 +447,7 @@ TEST(Trace, BlockingCallsAndHandoffsAreRecorded) {
       });
     }
     wg.wait();
-    goro::trace::stop();
-    return 0;
   });
-  json doc = read_json(path);
   const auto& evs = check_wellformed(doc);
   int syscalls = 0, handoffs = 0, blocks = 0;
   for (const json& e : evs) {
@@ -465,10 +475,7 @@ TEST(Trace, TimesFollowTheClock) {
   const int spin_ms[2] = {2, 20};
   std::uint64_t spinner[2] = {0, 0}, sleeper = 0;
   double spun_ms[2] = {0, 0};
-  goro::options opt;
-  opt.gomaxprocs = 1;
-  goro::run(opt, [&] {
-    goro::trace::start(path);
+  json doc = traced_run(path, 1, [&] {
     goro::wait_group wg;
     wg.add(4);
     // Many short slices: one-word records with small time steps.
@@ -497,10 +504,7 @@ TEST(Trace, TimesFollowTheClock) {
       wg.done();
     });
     wg.wait();
-    goro::trace::stop();
-    return 0;
   });
-  json doc = read_json(path);
   const auto& evs = check_wellformed(doc);
   // Each spinner's slices on the P track: first begin to last end.
   double first_b[2] = {-1, -1}, last_e[2] = {-1, -1};
