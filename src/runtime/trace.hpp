@@ -68,10 +68,12 @@ enum unpark_by : std::uint8_t {
 // the goid. The field of a timed record is the trace clock ticks since the
 // P's previous timed record; of an untimed one (go_park, go_end,
 // go_preempt), its aux value. A wide record is followed by a second word:
-// the time in full (56 bits; 0 for an untimed record) and goid bits 32-39;
-// its field is the aux value. Wide: a timed record with an aux value, a
-// time step of 2^24 ticks or more, a goid of 2^32 or more, the first
-// timed record of a chunk. go_site is three words (type, entry, gopc).
+// the time in full (56 bits; 0 for an untimed record) and goid bits 32-39
+// (a goid of 2^40 or more is shown truncated); its field is the aux value.
+// Wide: a timed record with an aux value, a time step of 2^24 ticks or
+// more, a goid of 2^32 or more, and the proc_m that opens each chunk (the
+// time base for the steps after it). go_site is three words (type, entry,
+// gopc).
 //
 // The P, the M, a waker's and a parent's goid are not stored: the decoder
 // knows them from the P's stream (the chunk's owner, the last proc_m, the
