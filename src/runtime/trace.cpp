@@ -65,7 +65,6 @@ constexpr std::size_t chunk_words = chunk_bytes / sizeof(std::uint64_t);
 constexpr std::size_t chunk_events = chunk_bytes / sizeof(trace_event);
 constexpr std::int32_t max_procs = 1024;  // allp's size (proc.cpp)
 constexpr std::uint64_t ts_mask = (std::uint64_t(1) << 56) - 1;
-constexpr std::uint64_t goid_mask = (std::uint64_t(1) << 48) - 1;
 
 // A chunk's first 32 bytes: whose it is, and when it was taken (chunks of
 // one P are read back in seq order).
