@@ -550,6 +550,87 @@ TEST(Trace, TimesFollowTheClock) {
   std::remove(path.c_str());
 }
 
+// Traces started and stopped again while goroutines churn on two Ps: each
+// file is complete on its own. The decoder carries the M and the running
+// goroutine along each P's stream; a restart must not leak one trace's
+// state into the next (a goroutine slice on no thread's track, an unpark
+// with a waker the stream did not run).
+TEST(Trace, RestartsWhileBusyGiveCompleteFiles) {
+  constexpr int cycles = 4;
+  std::vector<std::string> paths;
+  for (int i = 0; i < cycles; i++)
+    paths.push_back(tmp_path(("cycle" + std::to_string(i) + ".json").c_str()));
+  goro::options opt;
+  opt.gomaxprocs = 2;
+  goro::run(opt, [&] {
+    std::atomic<bool> stop{false};
+    goro::wait_group wg;
+    auto ping = goro::make_chan<int>(), pong = goro::make_chan<int>();
+    wg.add(3);
+    goro::go([&] {  // ping-pong: unparks with a waker, parks
+      while (!stop.load()) {
+        ping.send(1);
+        (void)pong.recv();
+        goro::sleep(std::chrono::microseconds(50));  // files stay small
+      }
+      ping.close();
+      wg.done();
+    });
+    goro::go([&] {
+      while (auto v = ping.recv()) pong.send(*v);
+      wg.done();
+    });
+    goro::go([&] {  // spawns, sleeps and blocking calls
+      while (!stop.load()) {
+        goro::wait_group inner;
+        inner.add(4);
+        for (int k = 0; k < 4; k++) goro::go([&] { inner.done(); });
+        inner.wait();
+        goro::blocking([] { ::usleep(200); });
+        goro::sleep(std::chrono::microseconds(300));
+      }
+      wg.done();
+    });
+    for (int i = 0; i < cycles; i++) {
+      goro::trace::start(paths[i]);
+      goro::sleep(std::chrono::milliseconds(15));
+      goro::trace::stop();
+      goro::sleep(std::chrono::milliseconds(2));
+    }
+    stop.store(true);
+    wg.wait();
+    return 0;
+  });
+  for (int i = 0; i < cycles; i++) {
+    SCOPED_TRACE(paths[i]);
+    json doc = read_json(paths[i]);
+    const auto& evs = check_wellformed(doc);
+    int p_slices = 0, m_slices = 0, unparks = 0;
+    for (const json& e : evs) {
+      std::string ph = field(e, "ph"), cat = field(e, "cat");
+      const json* pid = e.get("pid");
+      if (ph == "B" && cat == "goroutine" && pid) {
+        (pid->num == 1 ? p_slices : m_slices)++;
+        // A goroutine slice on a thread's track is on an M's, never on
+        // the plain threads' track (tid 1000000).
+        if (pid->num == 2) {
+          EXPECT_LT(e.get("tid")->num, 1000000);
+        }
+        EXPECT_FALSE(sarg(e, "function").empty());
+      }
+      if (ph == "i" && cat == "unpark") {
+        unparks++;
+        EXPECT_GE(narg(e, "waker"), 0);
+      }
+    }
+    // Every slice on a P's track has its twin on the thread's.
+    EXPECT_GT(p_slices, 0);
+    EXPECT_EQ(p_slices, m_slices);
+    EXPECT_GT(unparks, 0);
+    std::remove(paths[i].c_str());
+  }
+}
+
 TEST(Trace, BadUseThrows) {
   EXPECT_THROW(goro::trace::stop(), std::logic_error);
   EXPECT_THROW(goro::trace::start("/nonexistent-dir/x/trace.json"),
