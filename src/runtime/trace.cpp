@@ -5,8 +5,11 @@
 // MAP_NORESERVE, so only the pages written cost memory) is cut into 64 KiB
 // chunks. A P takes the next chunk with one fetch_add when its current one
 // is full: no allocation, no lock and no waiting on the recording path.
-// Slot 0 of a chunk is its header (the owner's P id); a chunk's unused tail
+// A chunk's first 32 bytes are its header (the owner: a P's id, or -1 for
+// the P-less buffer; the order chunks were taken in); a chunk's unused tail
 // is the mapping's zero fill (trace_ev::none), which is where reading stops.
+// A P's chunks hold 8-byte records (trace.hpp), the P-less buffer's full
+// 32-byte events.
 // When every chunk is taken, events are dropped and counted per buffer
 // (reported in the file's metadata and by goro::trace::last_stats).
 //

@@ -12,7 +12,7 @@
 // queued and its M goes straight to schedule(), so the next go_start on
 // the same P ends its slice at nearly the same instant; that saves a
 // timestamp on the most frequent switch (the tracer's cost is dominated by
-// one rdtsc per event).
+// one rdtsc per timed record).
 //
 // Recording (tracing on): an event goes into the buffer of the P the
 // calling thread holds, with no lock: only the P's owner writes its
