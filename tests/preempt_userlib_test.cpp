@@ -49,7 +49,7 @@ __attribute__((noinline)) std::uint64_t exe_spin(
 }
 
 // Milliseconds a 10 ms sleep takes at gomaxprocs 1 next to `spin`, which a
-// plain thread stops after 2 s if nothing preempts it.
+// plain thread stops 2 s after the measurement starts.
 double sleep_next_to(std::uint64_t (*spin)(const std::atomic<bool>*)) {
   double ms = 0;
   goro::options o;
@@ -57,17 +57,26 @@ double sleep_next_to(std::uint64_t (*spin)(const std::atomic<bool>*)) {
   goro::run(o, [&] {
     std::atomic<bool> stop{false};
     goro::chan<void> done = goro::make_chan<void>();
-    goro::go([&] {
-      spin(&stop);
-      done.close();
-    });
+    // The watchdog and t0 come before the spawn: this goroutine may lose
+    // the only P right after go() (a preemption request when its thread
+    // was descheduled on a loaded machine), and then nothing but the
+    // watchdog ends a spin that cannot be preempted (it hung the test
+    // once, with the watchdog not yet created), and the time must count
+    // from before the spin took the P.
+    auto t0 = clk::now();
     std::thread watchdog([&] {
       auto until = clk::now() + 2s;
       while (!stop.load() && clk::now() < until)
         std::this_thread::sleep_for(1ms);
       stop.store(true);
     });
-    auto t0 = clk::now();
+    goro::go([&] {
+      spin(&stop);
+      done.close();
+    });
+    // Lose the P to the spinner at once, every time (the order above made
+    // this hang when it happened by chance).
+    goro::gosched();
     goro::sleep(10ms);
     ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
     stop.store(true);
