@@ -363,6 +363,10 @@ TEST(HardeningTimers, NothingFiresAfterStopReturns) {
 // Bug 9: with no thread running, a runnable goroutine is a lost wake-up;
 // debug builds report it as Go does instead of counting it as progress.
 void checkdead_runnable_g() {
+  // No signal may preempt main between go() and its runqget (on a loaded
+  // machine sysmon asks once main's thread was descheduled for 10 ms; the
+  // new goroutine then runs, and runqget finds nothing).
+  ::setenv("GORO_DEBUG", "asyncpreemptoff=1", 1);
   goro::run(goro::options{.gomaxprocs = 1}, [] {
     using namespace goro::rt;
     goro::go([] {});
