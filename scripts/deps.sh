@@ -4,7 +4,9 @@
 #   scripts/deps.sh [base] [clang] [format] [go]
 #
 #   base    cmake, make, g++, GoogleTest, Google Benchmark, pkg-config,
-#           Node's http-parser (the web server example) (default)
+#           Node's http-parser (the web server example), elfutils' libdw
+#           headers (file:line in goroutine dumps; optional at run time,
+#           installed so that the tests of that feature run) (default)
 #   clang   clang++-14 (the clang preset)
 #   format  clang-format
 #   go      the Go toolchain (golang-go), for the side-by-side benchmarks
@@ -52,6 +54,7 @@ for g in "${groups[@]}"; do
         /usr/lib/cmake/benchmark/benchmarkConfig.cmake \
         /usr/local/lib/cmake/benchmark/benchmarkConfig.cmake
       need libhttp-parser-dev have_file /usr/include/http_parser.h
+      need libdw-dev have_file /usr/include/elfutils/libdwfl.h
       ;;
     clang)
       need clang-14 have clang++-14
