@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <goro/chan.hpp>
+#include <goro/fd.hpp>
 #include <goro/goro.hpp>
 #include <goro/runtime.hpp>
 #include <goro/sync.hpp>
@@ -802,6 +803,43 @@ TEST(TraceDeathTest, GoroTraceEnvWritesAtRunReturn) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// stop() writes the file as a blocking call: the P goes to other
+// goroutines meanwhile. Here the file is a pipe that only a goroutine of
+// the same program drains, at GOMAXPROCS 1; a writer that kept the only P
+// would fill the pipe and wait forever (the child's watchdog then exits
+// with 3).
+TEST(TraceDeathTest, StopWritesWithoutHoldingItsP) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        goro_test::arm_child_watchdog(std::chrono::seconds(30));
+        int fds[2];
+        if (::pipe(fds) != 0) std::_Exit(5);
+        goro::options opt;
+        opt.gomaxprocs = 1;
+        int rc = goro::run(opt, [&] {
+          goro::trace::start("/proc/self/fd/" + std::to_string(fds[1]));
+          // About 500 bytes of JSON per switch: far more than a pipe holds.
+          for (int i = 0; i < 5000; i++) goro::gosched();
+          std::size_t got = 0;
+          goro::wait_group wg;
+          wg.add(1);
+          goro::go([&] {
+            goro::fd r(fds[0]);
+            char buf[1 << 16];
+            while (std::size_t n = r.read(buf, sizeof buf)) got += n;
+            wg.done();
+          });
+          goro::trace::stop();
+          ::close(fds[1]);  // the reader sees the end of the stream
+          wg.wait();
+          return got > 1000000 ? 0 : 4;
+        });
+        std::_Exit(rc);
+      },
+      testing::ExitedWithCode(0), "");
 }
 
 TEST(TraceSvg, RendersOneLanePerP) {
