@@ -14,8 +14,9 @@
 // at process exit for a program that never calls goro::run).
 //
 // Events are recorded into per-P buffers of at most GORO_TRACE_BUFFER MiB in
-// all (64 by default, 32 bytes an event: about two million events); past
-// that, events are dropped and counted (the file's metadata says how many).
+// all (64 by default; most events take 8 bytes: about eight million
+// events); past that, events are dropped and counted (the file's metadata
+// says how many).
 // goro_tracesvg renders a trace into a standalone SVG timeline.
 #pragma once
 
@@ -26,13 +27,16 @@ namespace goro::trace {
 
 // Starts tracing into `path` (created or truncated now, written by stop()).
 // Starts the runtime if needed. Throws std::logic_error if a trace is
-// already being taken, std::system_error if `path` cannot be opened for
-// writing. Briefly stops the world.
+// already being taken (or the last one is still being written by stop()),
+// std::system_error if `path` cannot be opened for writing. Briefly stops
+// the world.
 void start(const std::string& path);
 
 // Stops tracing and writes the file (symbolizing goroutine functions now,
 // not while recording). Throws std::logic_error if no trace is being taken,
-// std::system_error if writing fails. Briefly stops the world.
+// std::system_error if writing fails. Briefly stops the world, then writes
+// as a blocking call (goro::blocking): on a goroutine, its P runs other
+// goroutines while the file is written.
 void stop();
 
 // True between start() and stop().

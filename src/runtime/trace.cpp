@@ -390,7 +390,14 @@ namespace {
 // ---------------------------------------------------------------------------
 // Control: start, stop, GORO_TRACE.
 
-std::mutex ctl_mu;  // start/stop/write, one at a time
+// ctl_mu guards the control state and is held only while it changes,
+// never across a world stop or the writing of the file: a goroutine may
+// park in either (on worldsema, or in the blocking call of the write), and
+// a goroutine must not park holding an OS lock. `state` keeps a second
+// start, or a stop, out while the first is between its steps.
+enum class ctl_state { idle, starting, on, stopping };
+std::mutex ctl_mu;
+ctl_state state = ctl_state::idle;
 std::string out_path;
 std::FILE* out_file = nullptr;
 bool env_started = false;
@@ -617,8 +624,11 @@ void finish(std::uint64_t dropped) {
   pool = nullptr;
   std::FILE* f = out_file;
   out_file = nullptr;
-  last.events = evs.size();
-  last.dropped = dropped;
+  {
+    std::lock_guard<std::mutex> lk(ctl_mu);
+    last.events = evs.size();
+    last.dropped = dropped;
+  }
   write_json(f, evs, dropped);
   bool bad = std::ferror(f) != 0;
   if (std::fclose(f) != 0) bad = true;
@@ -1184,13 +1194,14 @@ void trace_env_start() {
   // Called by schedinit before any goroutine or M runs: nothing records
   // yet, so no world stop is needed.
   arm();
+  state = ctl_state::on;
   std::atexit(env_stop_at_exit);
 }
 
 void trace_env_stop() {
   {
     std::lock_guard<std::mutex> lk(ctl_mu);
-    if (!env_started || pool == nullptr) return;
+    if (!env_started || state != ctl_state::on) return;
     env_started = false;
   }
   try {
@@ -1208,35 +1219,59 @@ void start(const std::string& path) {
   using namespace rt;
   // Before ctl_mu: starting the runtime may start GORO_TRACE's trace.
   detail::ensure_started(nullptr);
-  std::lock_guard<std::mutex> lk(ctl_mu);
-  if (pool != nullptr)
-    throw std::logic_error(
-        "goro::trace::start: a trace is already being taken (into " + out_path +
-        ")");
-  std::FILE* f = open_out(path);
-  try {
-    map_pool();
-  } catch (...) {
-    std::fclose(f);
-    throw;
+  {
+    std::lock_guard<std::mutex> lk(ctl_mu);
+    if (state == ctl_state::stopping)
+      throw std::logic_error(
+          "goro::trace::start: the previous trace is still being written (to " +
+          out_path + ")");
+    if (state != ctl_state::idle)
+      throw std::logic_error(
+          "goro::trace::start: a trace is already being taken (into " +
+          out_path + ")");
+    std::FILE* f = open_out(path);
+    try {
+      map_pool();
+    } catch (...) {
+      std::fclose(f);
+      throw;
+    }
+    out_file = f;
+    out_path = path;
+    use_tsc = tsc_usable();
+    state = ctl_state::starting;
   }
-  out_file = f;
-  out_path = path;
-  use_tsc = tsc_usable();
   stop_the_world();
   arm();
   start_the_world(0);
+  std::lock_guard<std::mutex> lk(ctl_mu);
+  state = ctl_state::on;
 }
 
 void stop() {
   using namespace rt;
-  std::lock_guard<std::mutex> lk(ctl_mu);
-  if (pool == nullptr)
-    throw std::logic_error("goro::trace::stop: no trace is being taken");
-  env_started = false;
+  {
+    std::lock_guard<std::mutex> lk(ctl_mu);
+    if (state != ctl_state::on)
+      throw std::logic_error("goro::trace::stop: no trace is being taken");
+    state = ctl_state::stopping;
+    env_started = false;
+  }
   stop_the_world();
   std::uint64_t dropped = disarm();
   start_the_world(0);
+  // Decoding and writing take a quarter of a second of CPU per million
+  // switches, and the file may be a pipe or a slow disk: done as a blocking
+  // call (goro::blocking), so that the P runs other goroutines meanwhile
+  // when sysmon sees the call last (as Go's trace reader writes from a
+  // goroutine that blocks in write without holding up the program).
+  struct back_to_idle {
+    ~back_to_idle() {
+      std::lock_guard<std::mutex> lk(ctl_mu);
+      state = ctl_state::idle;
+    }
+  } idle_after;
+  blocking_scope in_call;
   finish(dropped);
 }
 
