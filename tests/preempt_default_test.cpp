@@ -357,6 +357,35 @@ TEST(PreemptDefault, LongRunningReportOff) {
       ::testing::ExitedWithCode(0), "^done\n$");
 }
 
+// Goroutines that each spawn the next and exit share one time slice
+// (runnext inherits it, as in Go), but each of them runs for a moment and
+// reaches safe points: none may be reported as long-running, however long
+// the chain goes on. (The report once named whichever link was running
+// when the shared slice passed the threshold.)
+void chain_link(clk::time_point until, goro::chan<void> done) {
+  if (clk::now() >= until) {
+    done.close();
+    return;
+  }
+  goro::go(chain_link, until, done);
+}
+
+TEST(PreemptDefault, RunnextChainIsNotReportedAsLongRunning) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "longrunning=5", 1);
+        goro::run(procs(1), [] {
+          goro::chan<void> done = goro::make_chan<void>();
+          goro::go(chain_link, clk::now() + 200ms, done);
+          done.recv();
+        });
+        std::fprintf(stderr, "done\n");
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "^done\n$");
+}
+
 // A SIGURG handler the program installed before goro started (e.g. for
 // out-of-band socket data) is still called for every SIGURG, while goro
 // uses the same signal to preempt.
