@@ -374,10 +374,10 @@ TEST(PreemptDefault, RunnextChainIsNotReportedAsLongRunning) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("GORO_DEBUG", "longrunning=5", 1);
+        setenv("GORO_DEBUG", "longrunning=100", 1);
         goro::run(procs(1), [] {
           goro::chan<void> done = goro::make_chan<void>();
-          goro::go(chain_link, clk::now() + 200ms, done);
+          goro::go(chain_link, clk::now() + 400ms, done);
           done.recv();
         });
         std::fprintf(stderr, "done\n");

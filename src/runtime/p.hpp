@@ -39,8 +39,20 @@ struct P {
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;
-  // The schedtick whose goroutine sysmon reported as long-running.
-  std::uint32_t sysmon_reported_tick = ~0u;
+  // sysmon's view of nrun for the long-running report. Unlike schedtick,
+  // nrun moves on every dispatch, a runnext chain's included (its links
+  // share one time slice), so an nrun unchanged since sysmon_nrunwhen
+  // means one goroutine has been running all along.
+  std::uint64_t sysmon_nrun = 0;
+  std::int64_t sysmon_nrunwhen = 0;
+  // The dispatch (nrun) whose goroutine sysmon reported as long-running.
+  std::uint64_t sysmon_reported_nrun = ~std::uint64_t(0);
+  // The CPU time of the P's thread (tid) when the run passed half the
+  // threshold (-1: not sampled for this run): a report needs the thread
+  // to have been on a CPU, not waiting for one (sysmon.cpp, long_run_due).
+  std::int64_t sysmon_cpu = -1;
+  std::int64_t sysmon_cpuwhen = 0;
+  pid_t sysmon_cputid = 0;
   std::atomic<bool> preempt{false};
 
   // The local run queue: a 256-slot ring owned by this P. Only the owner

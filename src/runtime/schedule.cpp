@@ -18,6 +18,9 @@ namespace goro::rt {
 void execute(G* gp, bool inherit_time) {
   M* mp = getm();
   P* pp = mp->p;
+  // Counted before curg is published: sysmon's long-running report trusts
+  // a curg it loads only while nrun is unchanged (sysmon.cpp).
+  owner_add(pp->nrun, 1);
   // Release (a plain store on x86): sysmon loads curg with acquire and
   // then touches the G.
   mp->curg.store(gp, std::memory_order_release);
@@ -29,7 +32,6 @@ void execute(G* gp, bool inherit_time) {
   if (!inherit_time)
     pp->schedtick.store(pp->schedtick.load(std::memory_order_relaxed) + 1,
                         std::memory_order_relaxed);
-  owner_add(pp->nrun, 1);
   lockrank_assert_none("execute");
   // A goroutine that has never run gets its stack now (lazy binding).
   if (gp->sched_sp == nullptr) stack_bind(pp, gp);

@@ -5,6 +5,7 @@
 #include "runtime/sysmon.hpp"
 
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -36,25 +37,25 @@ note sysmonnote;
 
 namespace {
 
-// Go's retake, the time-slice part: a P whose schedtick has not moved for
-// a whole time slice runs one goroutine (or a runnext chain sharing one
-// slice) for too long; ask it to yield. Returns the number of Ps retaken
-// from syscalls, which is what resets sysmon's back-off.
 // A goroutine has run for debug.longrunning ms without reaching a safe
 // point (preemption was asked for a slice ago): say so once, with where the
 // last preemption signal found it, instead of letting it starve the others
 // silently. Racy reads of another M's state: a diagnostic.
-void report_long_running(P* pp, std::uint32_t tick, std::int64_t ran_ns) {
+// nrun: the P's dispatch count when sysmon began timing this run.
+void report_long_running(P* pp, std::uint64_t nrun, std::int64_t ran_ns) {
   M* mp = pp->m.load(std::memory_order_acquire);
   G* gp = mp != nullptr ? mp->curg.load(std::memory_order_acquire) : nullptr;
   if (gp == nullptr) return;
-  // The goroutine may have switched since sysmon read the tick, and its G
-  // may even be reused by a new goroutine: goid is read atomically (the
-  // spawner stores it the same way) and only trusted if the P's schedtick
-  // has not moved meanwhile, so the report never names the wrong goroutine.
+  // The goroutine may have switched since sysmon read nrun, and its G may
+  // even be reused by a new goroutine: goid is read atomically (the
+  // spawner stores it the same way) and only trusted if the P's nrun has
+  // not moved meanwhile, so the report never names the wrong goroutine.
+  // (execute counts a dispatch before its release store of curg: a curg
+  // seen here that is newer than the run being timed comes with an nrun
+  // that has moved.)
   std::uint64_t goid = __atomic_load_n(&gp->goid, __ATOMIC_RELAXED);
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (pp->schedtick.load(std::memory_order_relaxed) != tick) return;
+  if (pp->nrun.load(std::memory_order_relaxed) != nrun) return;
   std::uintptr_t pc = mp->sig_pc.load(std::memory_order_relaxed);
   int why = mp->sig_why.load(std::memory_order_relaxed);
   static const char* const whys[] = {
@@ -80,6 +81,56 @@ void report_long_running(P* pp, std::uint32_t tick, std::int64_t ran_ns) {
   std::fflush(stderr);
 }
 
+// CPU time consumed so far by M's thread, in ns; -1 if unknown (the
+// thread is gone, or no M). One system call: only for runs already half
+// way to the long-running threshold.
+std::int64_t thread_cpu_ns(pid_t tid) {
+  if (tid <= 0) return -1;
+  // The kernel's per-thread CPU clock of tid (glibc's pthread_getcpuclockid
+  // builds the same id; by tid, a thread that has exited gives an error
+  // instead of a dangling pthread_t).
+  clockid_t id = clockid_t((~clockid_t(tid) << 3) | 6);
+  timespec ts{};
+  if (clock_gettime(id, &ts) != 0) return -1;
+  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Whether the goroutine timed on pp (dispatch r, running since
+// pp->sysmon_nrunwhen) is to be reported now: it has run the threshold,
+// and its thread was on a CPU for at least a quarter of the time since the
+// run passed half the threshold. A thread the OS kept off the CPUs holds
+// its P up too, but the goroutine is not the cause and "has run N ms" would
+// not be true: the goroutine of a P whose thread is descheduled mid-switch
+// (a spawn chain whose links each run for 100 ns) was reported on an
+// overloaded machine, while its thread had run almost none of that time. A
+// quarter still reports a spinning goroutine whose thread shares a CPU
+// with three others.
+bool long_run_due(P* pp, std::int64_t now, std::int64_t limit) {
+  std::int64_t ran = now - pp->sysmon_nrunwhen;
+  if (ran < limit / 2) return false;
+  M* mp = pp->m.load(std::memory_order_acquire);
+  pid_t tid =
+      mp != nullptr ? __atomic_load_n(&mp->procid, __ATOMIC_RELAXED) : 0;
+  if (pp->sysmon_cpu < 0 || pp->sysmon_cputid != tid) {
+    pp->sysmon_cpu = thread_cpu_ns(tid);
+    pp->sysmon_cpuwhen = now;
+    pp->sysmon_cputid = tid;
+    return false;
+  }
+  std::int64_t window = now - pp->sysmon_cpuwhen;
+  if (ran < limit || window < limit / 2) return false;
+  std::int64_t cpu = thread_cpu_ns(tid);
+  if (cpu < 0 || (cpu - pp->sysmon_cpu) * 4 >= window) return true;
+  // Mostly off the CPUs: look at the next half threshold.
+  pp->sysmon_cpu = cpu;
+  pp->sysmon_cpuwhen = now;
+  return false;
+}
+
+// Go's retake, the time-slice part: a P whose schedtick has not moved for
+// a whole time slice runs one goroutine (or a runnext chain sharing one
+// slice) for too long; ask it to yield. Returns the number of Ps retaken
+// from syscalls, which is what resets sysmon's back-off.
 int retake(std::int64_t now, std::int64_t* next_slice_end) {
   int n = 0;
   std::int64_t slice = time_slice_ns.load(std::memory_order_relaxed);
@@ -99,12 +150,19 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
       std::int64_t end = pp->sysmon_schedwhen + slice;
       if (s == p_running && (*next_slice_end == 0 || end < *next_slice_end))
         *next_slice_end = end;
+      // The long-running report times one goroutine's run, not the time
+      // slice: a runnext chain shares a slice but reaches safe points.
+      std::uint64_t r = pp->nrun.load(std::memory_order_relaxed);
+      if (pp->sysmon_nrun != r) {
+        pp->sysmon_nrun = r;
+        pp->sysmon_nrunwhen = now;
+        pp->sysmon_cpu = -1;
+      }
       if (debug.longrunning > 0 && s == p_running &&
-          pp->sysmon_reported_tick != t &&
-          pp->sysmon_schedwhen + std::int64_t(debug.longrunning) * 1000000 <=
-              now) {
-        pp->sysmon_reported_tick = t;
-        report_long_running(pp, t, now - pp->sysmon_schedwhen);
+          pp->sysmon_reported_nrun != r &&
+          long_run_due(pp, now, std::int64_t(debug.longrunning) * 1000000)) {
+        pp->sysmon_reported_nrun = r;
+        report_long_running(pp, r, now - pp->sysmon_nrunwhen);
       }
       if (end <= now) {
         preemptone(pp);
