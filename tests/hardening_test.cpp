@@ -363,11 +363,17 @@ TEST(HardeningTimers, NothingFiresAfterStopReturns) {
 // Bug 9: with no thread running, a runnable goroutine is a lost wake-up;
 // debug builds report it as Go does instead of counting it as progress.
 void checkdead_runnable_g() {
-  // No signal may preempt main between go() and its runqget (on a loaded
-  // machine sysmon asks once main's thread was descheduled for 10 ms; the
-  // new goroutine then runs, and runqget finds nothing).
+  // Nothing may preempt main between go() and its runqget: on a loaded
+  // machine sysmon asks once main's thread has been descheduled for a time
+  // slice, and the request lands by signal (off here) or at the next safe
+  // point (go() itself; a 10 s slice keeps sysmon from asking: TSan in CI
+  // still exited with 4 after the signal was turned off). The new
+  // goroutine would then run, and runqget find nothing.
   ::setenv("GORO_DEBUG", "asyncpreemptoff=1", 1);
-  goro::run(goro::options{.gomaxprocs = 1}, [] {
+  goro::options opt;
+  opt.gomaxprocs = 1;
+  opt.time_slice = std::chrono::seconds(10);
+  goro::run(opt, [] {
     using namespace goro::rt;
     goro::go([] {});
     // Lose the new goroutine: take it out of the run queue and drop it.
