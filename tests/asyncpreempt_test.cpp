@@ -213,17 +213,19 @@ TEST(AsyncPreempt, ControlOffSleeperStarves) {
     before = goro::debug::read_preempt_stats();
     std::atomic<bool> stop{false};
     goro::chan<void> done = goro::make_chan<void>();
+    // The watchdog before the spinner: main may lose the only P right
+    // after go() (a preemption request lands at its safe point), and then
+    // nothing but this thread can stop the spin (a debug-build CI run hung
+    // here with the watchdog created after go()).
+    stopper w(stop, 300ms);
     goro::go([&] {
       spin(stop);
       done.close();
     });
-    {
-      stopper w(stop, 300ms);
-      goro::sleep(10ms);
-      woke = clk::now();
-      done.recv();
-      stopped = w.fired;
-    }
+    goro::sleep(10ms);
+    woke = clk::now();
+    done.recv();
+    stopped = w.fired;
   });
   EXPECT_GE(woke, stopped) << "the sleeper ran while the loop was running";
   EXPECT_EQ(goro::debug::read_preempt_stats().preempted, before.preempted);
@@ -277,6 +279,8 @@ TEST(AsyncPreempt, GuardDefersPreemption) {
     std::atomic<bool> stop{false};
     std::atomic<bool> after_guard{false};
     goro::chan<void> done = goro::make_chan<void>();
+    // The watchdog first, as in ControlOffSleeperStarves.
+    stopper w(stop, 200ms);
     goro::go([&] {
       {
         goro::preempt_guard outer;
@@ -287,7 +291,6 @@ TEST(AsyncPreempt, GuardDefersPreemption) {
       after_guard.store(true);
       done.close();
     });
-    stopper w(stop, 200ms);
     goro::sleep(10ms);
     woke = clk::now();
     EXPECT_FALSE(after_guard.load());
