@@ -375,10 +375,15 @@ void checkdead_runnable_g() {
   opt.time_slice = std::chrono::seconds(10);
   goro::run(opt, [] {
     using namespace goro::rt;
-    goro::go([] {});
-    // Lose the new goroutine: take it out of the run queue and drop it.
-    bool inherit = false;
-    G* lost = runqget(getm()->p, &inherit);
+    // Lose a new goroutine: take it out of the run queue and drop it. If
+    // it ran before runqget (TSan in CI found the queue empty a few times
+    // in a hundred, even with preemption off), try again with another.
+    G* lost = nullptr;
+    for (int i = 0; i < 100 && lost == nullptr; i++) {
+      goro::go([] {});
+      bool inherit = false;
+      lost = runqget(getm()->p, &inherit);
+    }
     if (lost == nullptr) std::exit(4);
     goro::chan<int> nil;
     nil.recv();  // blocks forever: nobody will run `lost`

@@ -78,16 +78,18 @@ std::vector<double> sleeps_next_to_loop(int n,
   goro::run(procs(1), [&] {
     std::atomic<bool> stop{false};
     goro::chan<void> done = goro::make_chan<void>();
-    goro::go([&] {
-      spin(stop);
-      done.close();
-    });
+    // The watchdog before the loop: main may lose the only P right after
+    // go(), and with preemption off only this thread can stop the loop.
     std::atomic<bool> finished{false};
     std::thread watchdog([&] {
       auto until = clk::now() + limit;
       while (!finished.load() && clk::now() < until)
         std::this_thread::sleep_for(1ms);
       stop.store(true);
+    });
+    goro::go([&] {
+      spin(stop);
+      done.close();
     });
     for (int i = 0; i < n; i++) {
       auto t0 = clk::now();
