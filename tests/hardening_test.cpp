@@ -363,21 +363,17 @@ TEST(HardeningTimers, NothingFiresAfterStopReturns) {
 // Bug 9: with no thread running, a runnable goroutine is a lost wake-up;
 // debug builds report it as Go does instead of counting it as progress.
 void checkdead_runnable_g() {
-  // Nothing may preempt main between go() and its runqget: on a loaded
-  // machine sysmon asks once main's thread has been descheduled for a time
-  // slice, and the request lands by signal (off here) or at the next safe
-  // point (go() itself; a 10 s slice keeps sysmon from asking: TSan in CI
-  // still exited with 4 after the signal was turned off). The new
-  // goroutine would then run, and runqget find nothing.
+  // The preemption signal off: a request landing in go() would run the
+  // new goroutine before runqget. (Not the whole story: TSan in CI still
+  // found the queue empty with it off and a 10 s time slice, hence the
+  // retries below.)
   ::setenv("GORO_DEBUG", "asyncpreemptoff=1", 1);
   goro::options opt;
   opt.gomaxprocs = 1;
-  opt.time_slice = std::chrono::seconds(10);
   goro::run(opt, [] {
     using namespace goro::rt;
     // Lose a new goroutine: take it out of the run queue and drop it. If
-    // it ran before runqget (TSan in CI found the queue empty a few times
-    // in a hundred, even with preemption off), try again with another.
+    // it is gone before runqget (cause not found), try again with another.
     G* lost = nullptr;
     for (int i = 0; i < 100 && lost == nullptr; i++) {
       goro::go([] {});
