@@ -3,6 +3,8 @@
 // per track, every goroutine that ran is named after its function, spawns
 // name their parent, unparks their waker, parks their wait reason; the API
 // refuses bad use with the documented exceptions.
+#include "runtime/trace.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -244,6 +246,11 @@ double narg(const json& ev, const char* k) {
   const json* v = a ? a->get(k) : nullptr;
   return v && v->kind == json::number ? v->num : -1;
 }
+// A number member of an object (otherData); -1 if absent.
+double narg_of(const json& obj, const char* k) {
+  const json* v = obj.get(k);
+  return v && v->kind == json::number ? v->num : -1;
+}
 std::string field(const json& ev, const char* k) {
   const json* v = ev.get(k);
   return v && v->kind == json::string ? v->str : std::string();
@@ -469,7 +476,16 @@ TEST(Trace, BlockingCallsAndHandoffsAreRecorded) {
 // record (one word), a long gap or an idle P as a full time (two words),
 // and a park takes the time of the next start on its P: the spans seen in
 // the trace must be the spans the program measured with its own clock.
+// GORO_TRACE_EXACT set for one scope (read when a trace starts).
+struct exact_clock {
+  explicit exact_clock(const char* v) { ::setenv("GORO_TRACE_EXACT", v, 1); }
+  ~exact_clock() { ::unsetenv("GORO_TRACE_EXACT"); }
+};
+
+// With GORO_TRACE_EXACT=1 every timed record reads the clock: the slices'
+// ends are the clock's, to the rounding (bursts are tested below).
 TEST(Trace, TimesFollowTheClock) {
+  exact_clock exact("1");
   std::string path = tmp_path("times.json");
   // Spins of 2 ms (the next record's time step fits one word) and 20 ms
   // (it does not: a two-word record).
@@ -548,6 +564,93 @@ TEST(Trace, TimesFollowTheClock) {
   ASSERT_GE(sleep_park, 0) << "no park of the sleeping goroutine";
   ASSERT_GE(wake_b, 0) << "the sleeping goroutine never ran again";
   EXPECT_GE(wake_b - sleep_park, 30 * 1000 - 50);
+  EXPECT_EQ(goro::trace::last_stats().interpolated, 0u);
+  const json* other = doc.get("otherData");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(narg_of(*other, "interpolated"), 0);
+  std::remove(path.c_str());
+}
+
+// By default, dense bursts of switches skip the clock and the decoder
+// interpolates their times (trace.hpp, "Interpolated records"). A burst of
+// yields is interpolated (most of its records) and its slices still nest
+// and follow each other on the P's track; a spin inside the burst that
+// lasts past a sysmon tick (the spinner waits for trace_epoch to move) is
+// closed by a clock read, so its slice is as long as the spin although the
+// slice's start was written without a time.
+TEST(Trace, BurstsAreInterpolatedAndLongSlicesKeepTheirLength) {
+  exact_clock exact("0");
+  std::string path = tmp_path("burst.json");
+  constexpr int yields = 20000;
+  std::uint64_t spinner = 0;
+  double spun_us = 0;
+  json doc = traced_run(path, 1, [&] {
+    goro::wait_group wg;
+    wg.add(3);
+    std::atomic<int> done{0};
+    for (int k = 0; k < 2; k++) {
+      goro::go([&] {
+        for (int i = 0; i < yields; i++) {
+          done.fetch_add(1, std::memory_order_relaxed);
+          goro::gosched();
+        }
+        wg.done();
+      });
+    }
+    goro::go([&] {
+      // Start inside the burst.
+      while (done.load(std::memory_order_relaxed) < yields / 2) goro::gosched();
+      spinner = goro::goroutine_id();
+      auto t0 = std::chrono::steady_clock::now();
+      {
+        // One slice for the whole spin (no preemption splits it).
+        goro::preempt_guard guard;
+        std::uint32_t e0 =
+            goro::rt::trace_epoch.load(std::memory_order_relaxed);
+        // 3 ms and two sysmon ticks (sysmon ticks at least every
+        // millisecond while tracing; the deadline keeps a broken sysmon
+        // from hanging the test).
+        while (
+            std::chrono::steady_clock::now() - t0 <
+                std::chrono::milliseconds(3) ||
+            (goro::rt::trace_epoch.load(std::memory_order_relaxed) - e0 < 2 &&
+             std::chrono::steady_clock::now() - t0 <
+                 std::chrono::seconds(20))) {
+        }
+        spun_us = std::chrono::duration<double, std::micro>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+      }
+      wg.done();
+    });
+    wg.wait();
+  });
+  const auto& evs = check_wellformed(doc);
+  auto st = goro::trace::last_stats();
+  EXPECT_GT(st.interpolated, std::uint64_t(yields))
+      << "of " << st.events << " events";
+  const json* other = doc.get("otherData");
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(narg_of(*other, "interpolated"), double(st.interpolated));
+  // The spinner's longest slice on the P track.
+  double longest = 0, begin = -1;
+  for (const json& e : evs) {
+    std::string ph = field(e, "ph");
+    const json* pid = e.get("pid");
+    if (ph == "M" || pid == nullptr || pid->num != 1) continue;
+    double ts = e.get("ts")->num;
+    if (ph == "B")
+      begin = narg(e, "goid") == double(spinner) ? ts : -1;
+    else if (ph == "E" && begin >= 0) {
+      longest = std::max(longest, ts - begin);
+      begin = -1;
+    }
+  }
+  ASSERT_GT(spinner, 0u);
+  ASSERT_GE(spun_us, 3000);
+  // At least the spin (less 50 us for the rounding and the interpolated
+  // start's error, a few microseconds in a burst of yields).
+  EXPECT_GE(longest, spun_us - 50);
   std::remove(path.c_str());
 }
 

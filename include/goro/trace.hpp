@@ -45,6 +45,10 @@ bool active();
 struct trace_stats {
   std::uint64_t events;   // events written by the last stop()
   std::uint64_t dropped;  // events lost because the buffer cap was reached
+  // Events whose time was interpolated between two clock reads on their P
+  // rather than read (dense bursts of switches; none under
+  // GORO_TRACE_EXACT=1).
+  std::uint64_t interpolated;
 };
 // Counts of the last trace written.
 trace_stats last_stats();

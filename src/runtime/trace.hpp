@@ -64,16 +64,32 @@ enum unpark_by : std::uint8_t {
 };
 
 // A P's record: one 8-byte word, written with no lock by the P's owner:
-// bits 0-5 the type, bit 6 "wide", bits 8-31 a 24-bit field, bits 32-63
-// the goid. The field of a timed record is the trace clock ticks since the
-// P's previous timed record; of an untimed one (go_park, go_end,
-// go_preempt), its aux value. A wide record is followed by a second word:
-// the time in full (56 bits; 0 for an untimed record) and goid bits 32-39
-// (a goid of 2^40 or more is shown truncated); its field is the aux value.
-// Wide: a timed record with an aux value, a time step of 2^24 ticks or
-// more, a goid of 2^32 or more, and the proc_m that opens each chunk (the
-// time base for the steps after it). go_site is three words (type, entry,
-// gopc).
+// bits 0-5 the type, bit 6 "wide", bit 7 "interpolated", bits 8-31 a
+// 24-bit field, bits 32-63 the goid. The field of a timed record is the
+// trace clock ticks since the P's previous timed record; of an untimed one
+// (go_park, go_end, go_preempt) or an interpolated one, its aux value.
+//
+// Interpolated records (bursts). The clock read is most of what a record
+// costs (one rdtsc: 10-25 ns, against a 50 ns switch). So where a P's
+// records come densely, go_start, go_create, go_unpark and steal skip it:
+// after a clock read that closes a window of at most dense_ticks per record
+// (trace.cpp), up to burst_records such records are written without a
+// time, and the decoder spreads them evenly between the two clock reads
+// around them. The error of an interpolated time is therefore bounded by
+// its window's span, which the decoder knows. A window stays short because
+// the skipping also stops when the burst ends (a record whose window was
+// not dense is followed by clock reads only) and when sysmon has ticked
+// trace_epoch since the P's last clock read: a long slice inside a burst
+// (longer than one sysmon round, at most 1 ms while goroutines run) is
+// closed by a clock read, and the decoder then places the burst's records
+// at the burst's own pace and gives the rest of the span to the last one.
+// GORO_TRACE_EXACT=1 reads the clock for every timed record. A wide record is
+// followed by a second word: the time in full (56 bits; 0 for an untimed
+// record) and goid bits 32-39 (a goid of 2^40 or more is shown truncated); its
+// field is the aux value. Wide: a timed record with an aux value, a time step
+// of 2^24 ticks or more, a goid of 2^32 or more, and the proc_m that opens each
+// chunk (the time base for the steps after it). go_site is three words (type,
+// entry, gopc).
 //
 // The P, the M, a waker's and a parent's goid are not stored: the decoder
 // knows them from the P's stream (the chunk's owner, the last proc_m, the
@@ -107,10 +123,24 @@ struct trace_cursor {
   std::uint64_t last_ts = 0;  // the clock at the last timed record
   std::uintptr_t site_entry = 0;
   std::uintptr_t site_gopc = 0;
+  std::uint32_t burst = 0;   // interpolated records allowed before a clock read
+  std::uint32_t interp = 0;  // interpolated records since the last clock read
+  std::uint32_t epoch = 0;   // trace_epoch at the last clock read
 };
 
 extern std::atomic<bool> trace_on;
 inline bool tracing() { return trace_on.load(std::memory_order_relaxed); }
+
+// Advanced by sysmon on every round while tracing (sysmon then sleeps at
+// most 1 ms between rounds while any P runs goroutines): a P whose last clock
+// read is older than the current epoch reads the clock again (see "Interpolated
+// records").
+extern std::atomic<std::uint32_t> trace_epoch;
+inline void trace_tick() {
+  if (tracing()) [[unlikely]]
+    trace_epoch.store(trace_epoch.load(std::memory_order_relaxed) + 1,
+                      std::memory_order_relaxed);
+}
 
 // Start/stop from the environment (GORO_TRACE=<file>): called at runtime
 // start, and when goro::run returns or the process exits. They report
