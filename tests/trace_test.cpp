@@ -17,6 +17,7 @@
 #include <goro/fd.hpp>
 #include <goro/goro.hpp>
 #include <goro/runtime.hpp>
+#include <goro/stats.hpp>
 #include <goro/sync.hpp>
 #include <goro/time.hpp>
 #include <goro/trace.hpp>
@@ -344,7 +345,8 @@ TEST(Trace, SmallProgramIsValidAndNamed) {
       goro::sleep(std::chrono::milliseconds(2));
       wg.done();
     });
-    // A contended mutex: the holder sleeps while the others wait.
+    // A contended mutex: the holder waits until the others are parked on
+    // it (goro::stats' wait reasons; bounded), then lets them in.
     goro::mutex mu;
     int counter = 0;
     mu.lock();
@@ -357,7 +359,14 @@ TEST(Trace, SmallProgramIsValidAndNamed) {
         wg.done();
       });
     }
-    goro::sleep(std::chrono::milliseconds(3));
+    auto parked_on_mu = [] {
+      for (auto& [reason, n] : goro::stats().waiting_by_reason)
+        if (reason == "sync.Mutex.Lock") return n;
+      return std::int64_t(0);
+    };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (parked_on_mu() < 3 && std::chrono::steady_clock::now() < deadline)
+      goro::sleep(std::chrono::microseconds(200));
     mu.unlock();
     wg.wait();
     EXPECT_EQ(counter, 3);
@@ -580,8 +589,19 @@ TEST(Trace, TimesFollowTheClock) {
 // slice's start was written without a time.
 TEST(Trace, BurstsAreInterpolatedAndLongSlicesKeepTheirLength) {
   exact_clock exact("0");
+  // Dense at any speed: sanitized builds switch too slowly for the
+  // default threshold (the mechanism, not the tuning, is tested here).
+  struct dense_guard {
+    std::uint64_t saved = goro::rt::trace_dense_ticks;
+    dense_guard() { goro::rt::trace_dense_ticks = std::uint64_t(1) << 16; }
+    ~dense_guard() { goro::rt::trace_dense_ticks = saved; }
+  } dense;
   std::string path = tmp_path("burst.json");
+#if GORO_TEST_SANITIZED
+  constexpr int yields = 4000;
+#else
   constexpr int yields = 20000;
+#endif
   std::uint64_t spinner = 0;
   double spun_us = 0;
   json doc = traced_run(path, 1, [&] {

@@ -61,6 +61,7 @@ namespace goro::rt {
 
 std::atomic<bool> trace_on{false};
 std::atomic<std::uint32_t> trace_epoch{0};
+std::uint64_t trace_dense_ticks = 1024;
 
 namespace {
 
@@ -143,7 +144,7 @@ constexpr int rec_goid_shift = 32;
 // 1-3.5 GHz counters, 1 us of CLOCK_MONOTONIC); after a dense window, up to
 // burst_records records skip the clock. A P's time is then read once per 16
 // records in a burst, and at each record otherwise.
-constexpr std::uint64_t dense_ticks = 1024;
+std::uint64_t dense_ticks = 1024;  // trace_dense_ticks at the trace's start
 constexpr std::uint32_t burst_records = 15;
 std::uint32_t burst_max = burst_records;  // 0 under GORO_TRACE_EXACT=1
 
@@ -497,6 +498,7 @@ void arm() {
   burst_max = exact != nullptr && *exact != 0 && std::strcmp(exact, "0") != 0
                   ? 0
                   : burst_records;
+  dense_ticks = trace_dense_ticks;
   noP_pos = noP_end = nullptr;
   noP_dropped = 0;
   clock0 = trace_clock();

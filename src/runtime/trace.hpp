@@ -136,6 +136,10 @@ inline bool tracing() { return trace_on.load(std::memory_order_relaxed); }
 // read is older than the current epoch reads the clock again (see "Interpolated
 // records").
 extern std::atomic<std::uint32_t> trace_epoch;
+// The density under which records skip the clock, in ticks per record
+// (1024), as a trace reads it when it starts: tests raise it so that
+// bursts form in sanitized builds too, whose switches are slower.
+extern std::uint64_t trace_dense_ticks;
 inline void trace_tick() {
   if (tracing()) [[unlikely]]
     trace_epoch.store(trace_epoch.load(std::memory_order_relaxed) + 1,
