@@ -17,6 +17,15 @@
 // all (64 by default; most events take 8 bytes: about eight million
 // events); past that, events are dropped and counted (the file's metadata
 // says how many).
+// Times: each P reads the TSC (or CLOCK_MONOTONIC) per event, except in
+// dense bursts of switches (events less than about a microsecond apart),
+// where up to 15 events in a row take times interpolated between two clock
+// reads (counted in otherData.interpolated and last_stats().interpolated).
+// A burst is cut at least once a millisecond, so an interpolated time is
+// off by at most the length of its window: a few microseconds in a burst,
+// up to 1 ms for a slice shorter than that inside one.
+// GORO_TRACE_EXACT=1 reads the clock for every event (slower on
+// switch-bound programs).
 // goro_tracesvg renders a trace into a standalone SVG timeline.
 #pragma once
 
