@@ -14,7 +14,7 @@
 // at process exit for a program that never calls goro::run).
 //
 // Events are recorded into per-P buffers of at most GORO_TRACE_BUFFER MiB in
-// all (64 by default; most events take 8 bytes: about eight million
+// all (64 by default; most events take 4 or 8 bytes: eight to sixteen million
 // events); past that, events are dropped and counted (the file's metadata
 // says how many).
 // Times: each P reads the TSC (or CLOCK_MONOTONIC) per event, except in

@@ -8,10 +8,10 @@
 // A chunk's first 32 bytes are its header (the owner: a P's id, or -1 for
 // the P-less buffer; the order chunks were taken in); a chunk's unused tail
 // is the mapping's zero fill (trace_ev::none), which is where reading stops.
-// A P's chunks hold 8-byte records (trace.hpp), the P-less buffer's full
-// 32-byte events.
-// When every chunk is taken, events are dropped and counted per buffer
-// (reported in the file's metadata and by goro::trace::last_stats).
+// A P's chunks hold records of 4-byte units (trace.hpp), the P-less buffer's
+// full 32-byte events. When every chunk is taken, events are dropped and
+// counted per buffer (reported in the file's metadata and by
+// goro::trace::last_stats).
 //
 // Clock. The TSC (rdtsc, ~10 ns here against ~23 ns for CLOCK_MONOTONIC
 // through the vDSO; CLOCK_MONOTONIC_COARSE is ~5 ns but ticks every 4 ms,
@@ -66,7 +66,7 @@ std::uint64_t trace_dense_ticks = 1024;
 namespace {
 
 constexpr std::size_t chunk_bytes = 64 * 1024;
-constexpr std::size_t chunk_words = chunk_bytes / sizeof(std::uint64_t);
+constexpr std::size_t chunk_units = chunk_bytes / sizeof(std::uint32_t);
 constexpr std::size_t chunk_events = chunk_bytes / sizeof(trace_event);
 constexpr std::int32_t max_procs = 1024;  // allp's size (proc.cpp)
 constexpr std::uint64_t ts_mask = (std::uint64_t(1) << 56) - 1;
@@ -136,8 +136,27 @@ constexpr std::uint64_t rec_type_mask = 0x3f;
 constexpr std::uint64_t rec_wide = 0x40;
 constexpr std::uint64_t rec_field_max = (std::uint64_t(1) << 24) - 1;
 constexpr std::uint64_t rec_interp = 0x80;
+constexpr std::uint32_t rec_short = 0x20;
 constexpr int rec_field_shift = 8;
 constexpr int rec_goid_shift = 32;
+
+// The goroutine records, whose goid a short record gives relative to the
+// previous one of these on its P (recorder and decoder keep that goid
+// alike: trace_cursor::last_goid).
+constexpr bool goid_chain(trace_ev t) {
+  return t == trace_ev::go_create || t == trace_ev::go_start ||
+         t == trace_ev::go_park || t == trace_ev::go_preempt ||
+         t == trace_ev::go_end || t == trace_ev::go_unpark ||
+         t == trace_ev::steal;
+}
+
+// A 64-bit word at a 4-byte-aligned unit.
+inline void put64(std::uint32_t* p, std::uint64_t w) { std::memcpy(p, &w, 8); }
+inline std::uint64_t get64(const std::uint32_t* p) {
+  std::uint64_t w;
+  std::memcpy(&w, p, 8);
+  return w;
+}
 
 // Bursts (trace.hpp, "Interpolated records"): a window of records is dense
 // when they came at most dense_ticks apart on average (0.3-1 us of TSC on
@@ -152,7 +171,7 @@ std::uint32_t burst_max = burst_records;  // 0 under GORO_TRACE_EXACT=1
 // by a clock read, or by a clock read unless the P is in a burst.
 enum class tclock : std::uint8_t { none, exact, burst };
 
-// Room for `n` more words in `pp`'s chunk; false (the event dropped) once
+// Room for `n` more units in `pp`'s chunk; false (the event dropped) once
 // the buffer is exhausted. Kept out of line: it runs once per chunk.
 [[gnu::noinline]] bool refill(trace_cursor& c, P* pp, std::size_t n) {
   if (c.pos != nullptr && std::size_t(c.end - c.pos) >= n) return true;
@@ -162,19 +181,19 @@ enum class tclock : std::uint8_t { none, exact, burst };
     c.dropped++;
     return false;
   }
-  auto* first = reinterpret_cast<std::uint64_t*>(ch);
-  c.pos = first + sizeof(chunk_header) / sizeof(std::uint64_t);
-  c.end = first + chunk_words;
+  auto* first = reinterpret_cast<std::uint32_t*>(ch);
+  c.pos = first + sizeof(chunk_header) / sizeof(std::uint32_t);
+  c.end = first + chunk_units;
   // A new chunk restates the P's M and the time in full (wide): the tail
   // of the previous chunk may be unused.
   if (c.m >= 0) {
     std::uint64_t ts = trace_clock();
     c.last_ts = ts;
     c.interp = 0;  // the decoder's windows end at this time too
-    c.pos[0] = std::uint64_t(trace_ev::proc_m) | rec_wide |
-               std::uint64_t(c.m) << rec_goid_shift;
-    c.pos[1] = ts & ts_mask;
-    c.pos += 2;
+    put64(c.pos, std::uint64_t(trace_ev::proc_m) | rec_wide |
+                     std::uint64_t(c.m) << rec_goid_shift);
+    put64(c.pos + 2, ts & ts_mask);
+    c.pos += 4;
   }
   return true;
 }
@@ -184,24 +203,25 @@ enum class tclock : std::uint8_t { none, exact, burst };
 [[gnu::noinline]] void put_wide(P* pp, trace_ev type, std::uint64_t goid,
                                 std::uint32_t aux, std::uint64_t ts) {
   trace_cursor& c = pp->trace;
-  if (!refill(c, pp, 2)) return;
+  if (!refill(c, pp, 4)) return;
   if (ts != 0) c.last_ts = ts;
-  c.pos[0] = std::uint64_t(type) | rec_wide |
-             std::uint64_t(aux & rec_field_max) << rec_field_shift |
-             (goid & 0xffffffff) << rec_goid_shift;
-  c.pos[1] = (ts & ts_mask) | ((goid >> 32) & 0xff) << 56;
-  c.pos += 2;
+  if (goid_chain(type)) c.last_goid = goid;
+  put64(c.pos, std::uint64_t(type) | rec_wide |
+                   std::uint64_t(aux & rec_field_max) << rec_field_shift |
+                   (goid & 0xffffffff) << rec_goid_shift);
+  put64(c.pos + 2, (ts & ts_mask) | ((goid >> 32) & 0xff) << 56);
+  c.pos += 4;
 }
 
 // One record into `pp`'s buffer (the caller holds pp). The hot path while
-// tracing: in a burst, a few tests and one 8-byte store; otherwise a clock
+// tracing: in a burst, a few tests and one 4-byte store; otherwise a clock
 // read, a subtraction and one store. A timed record's 24-bit field is the
 // ticks since the P's previous timed record; an untimed or interpolated
 // one's is its aux value (at most 16 bits).
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
                                  std::uint32_t aux, tclock clk) {
   trace_cursor& c = pp->trace;
-  if (std::size_t(c.end - c.pos) < 2 && !refill(c, pp, 2)) return;
+  if (std::size_t(c.end - c.pos) < 4 && !refill(c, pp, 4)) return;
   std::uint64_t field = aux, ts = 0;
   if (clk != tclock::none) {
     ts = trace_clock();
@@ -218,11 +238,33 @@ enum class tclock : std::uint8_t { none, exact, burst };
     return;
   }
   if (clk != tclock::none) c.last_ts = ts;
-  *c.pos++ =
-      std::uint64_t(type) | field << rec_field_shift | goid << rec_goid_shift;
+  if (goid_chain(type)) c.last_goid = goid;
+  put64(c.pos, std::uint64_t(type) | field << rec_field_shift |
+                   goid << rec_goid_shift);
+  c.pos += 2;
 }
 
-// The burst path inline in each recorder (one 8-byte store, no clock), the
+// A goroutine record without a time (interpolated or untimed; the caller
+// checked that two units are free and the goid fits 32 bits): one unit if
+// its aux value fits 8 bits and its goid is within 2^15 of the P's previous
+// goroutine record's (bits 16-31: the difference), else two.
+[[gnu::always_inline]] inline void put_untimed(trace_cursor& c,
+                                               std::uint32_t head,
+                                               std::uint64_t goid,
+                                               std::uint32_t aux) {
+  std::uint64_t d = goid - c.last_goid;
+  c.last_goid = goid;
+  if (d + 0x8000 <= 0xffff && aux <= 0xff) {
+    *c.pos++ =
+        head | rec_short | aux << rec_field_shift | std::uint32_t(d) << 16;
+    return;
+  }
+  put64(c.pos, std::uint64_t(head) | std::uint64_t(aux) << rec_field_shift |
+                   goid << rec_goid_shift);
+  c.pos += 2;
+}
+
+// The burst path inline in each recorder (one 4-byte store, no clock), the
 // rest out of line.
 [[gnu::always_inline]] inline void put_rec(P* pp, trace_ev type,
                                            std::uint64_t goid,
@@ -237,13 +279,11 @@ enum class tclock : std::uint8_t { none, exact, burst };
       c.epoch == trace_epoch.load(std::memory_order_relaxed)) {
     c.burst--;
     c.interp++;
-    *c.pos++ = std::uint64_t(type) | rec_interp |
-               std::uint64_t(aux) << rec_field_shift | goid << rec_goid_shift;
+    put_untimed(c, std::uint32_t(type) | rec_interp, goid, aux);
     return;
   }
   if (clk == tclock::none && c.end - c.pos >= 2 && goid <= 0xffffffff) {
-    *c.pos++ = std::uint64_t(type) | std::uint64_t(aux) << rec_field_shift |
-               goid << rec_goid_shift;
+    put_untimed(c, std::uint32_t(type), goid, aux);
     return;
   }
   put_timed(pp, type, goid, aux, clk);
@@ -367,11 +407,11 @@ void trace_go_create_slow(G* gp, G* parent) {
   auto gopc = reinterpret_cast<std::uintptr_t>(gp->gopc);
   if (entry != c.site_entry || gopc != c.site_gopc) [[unlikely]] {
     // A new spawn site: three words before the create.
-    if (!refill(c, pp, 3)) return;
-    c.pos[0] = std::uint64_t(trace_ev::go_site);
-    c.pos[1] = entry;
-    c.pos[2] = gopc;
-    c.pos += 3;
+    if (!refill(c, pp, 6)) return;
+    put64(c.pos, std::uint64_t(trace_ev::go_site));
+    put64(c.pos + 2, entry);
+    put64(c.pos + 4, gopc);
+    c.pos += 6;
     c.site_entry = entry;
     c.site_gopc = gopc;
   }
@@ -573,6 +613,7 @@ std::vector<trace_event> decode() {
     std::uint64_t last_ts = 0;  // as the P's trace_cursor::last_ts
     // The mean gap of the last dense window (the burst's pace).
     std::uint64_t gap = dense_ticks;
+    std::uint64_t last_goid = 0;  // as the P's trace_cursor::last_goid
   };
   std::map<std::int64_t, stream> ps;
   std::vector<trace_event> evs;
@@ -634,28 +675,43 @@ std::vector<trace_event> decode() {
     };
     std::uintptr_t site_entry = 0, site_gopc = 0;
     for (auto& [seq, ch] : st.chunks) {
-      auto* r = reinterpret_cast<const std::uint64_t*>(ch);
-      for (std::size_t k = sizeof(chunk_header) / 8; k < chunk_words; k++) {
-        std::uint64_t w = r[k];
-        auto type = trace_ev(w & rec_type_mask);
-        if (type == trace_ev::none) break;
-        if (type == trace_ev::go_site) {
-          if (k + 2 >= chunk_words) break;
-          site_entry = r[k + 1];
-          site_gopc = r[k + 2];
-          k += 2;
-          continue;
+      auto* r = reinterpret_cast<const std::uint32_t*>(ch);
+      for (std::size_t k = sizeof(chunk_header) / 4; k < chunk_units; k++) {
+        std::uint32_t u = r[k];
+        if (u == 0) break;  // trace_ev::none: the chunk's unused tail
+        std::uint64_t w, field, goid;
+        trace_ev type;
+        if (u & rec_short) {
+          // One unit: no time, an 8-bit aux, the goid as a difference.
+          w = u;
+          type = trace_ev(u & (rec_type_mask & ~std::uint64_t(rec_short)));
+          field = (u >> rec_field_shift) & 0xff;
+          goid =
+              st.last_goid + std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
+        } else {
+          if (k + 1 >= chunk_units) break;
+          w = get64(r + k);
+          k += 1;
+          type = trace_ev(w & rec_type_mask);
+          if (type == trace_ev::go_site) {
+            if (k + 4 >= chunk_units) break;
+            site_entry = get64(r + k + 1);
+            site_gopc = get64(r + k + 3);
+            k += 4;
+            continue;
+          }
+          field = (w >> rec_field_shift) & rec_field_max;
+          goid = w >> rec_goid_shift;
         }
-        std::uint64_t field = (w >> rec_field_shift) & rec_field_max;
-        std::uint64_t goid = w >> rec_goid_shift;
         std::uint64_t ts = 0;
         std::uint32_t aux = 0;
         bool timed = type != trace_ev::go_park && type != trace_ev::go_end &&
                      type != trace_ev::go_preempt;
         bool interpolated_rec = (w & rec_interp) != 0;
         if (w & rec_wide) {
-          if (k + 1 >= chunk_words) break;
-          std::uint64_t w1 = r[++k];
+          if (k + 2 >= chunk_units) break;
+          std::uint64_t w1 = get64(r + k + 1);
+          k += 2;
           goid |= (w1 >> 56) << 32;
           aux = std::uint32_t(field);
           if ((w1 & ts_mask) != 0) ts = widen_ts(w1 & ts_mask);
@@ -666,6 +722,7 @@ std::vector<trace_event> decode() {
         } else {
           aux = std::uint32_t(field);
         }
+        if (goid_chain(type)) st.last_goid = goid;
         if (ts != 0) {
           settle(ts);
           st.last_ts = ts;

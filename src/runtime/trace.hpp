@@ -63,11 +63,26 @@ enum unpark_by : std::uint8_t {
   unpark_by_runtime = 2,  // the scheduler itself (timers, no goroutine)
 };
 
-// A P's record: one 8-byte word, written with no lock by the P's owner:
-// bits 0-5 the type, bit 6 "wide", bit 7 "interpolated", bits 8-31 a
-// 24-bit field, bits 32-63 the goid. The field of a timed record is the
-// trace clock ticks since the P's previous timed record; of an untimed one
-// (go_park, go_end, go_preempt) or an interpolated one, its aux value.
+// A P's records: a stream of 4-byte units, written with no lock by the P's
+// owner. A record is one unit (short), two (a word) or four (wide).
+// A word: bits 0-5 the type, bit 6 "wide", bit 7 "interpolated", bits
+// 8-31 a 24-bit field, bits 32-63 the goid. The field of a timed record is
+// the trace clock ticks since the P's previous timed record; of an untimed
+// one (go_park, go_end, go_preempt) or an interpolated one, its aux value.
+// A short record is an untimed or interpolated goroutine record (types up
+// to 31, bit 5 set): bits 0-4 the type, bit 7 "interpolated", bits 8-15 the
+// aux value, bits 16-31 the goid minus the goid of the P's previous
+// goroutine record (go_create, go_start, go_park, go_preempt, go_end,
+// go_unpark, steal; trace_cursor::last_goid), taken when that fits 16 bits
+// signed and the aux value 8 bits: the goroutines of a P's switches are
+// mostly a few ids apart, so most records cost 4 bytes of fresh memory.
+// A wide record is a word followed by a second word: the time in full (56
+// bits; 0 for an untimed record) and goid bits 32-39 (a goid of 2^40 or
+// more is shown truncated); its field is the aux value. Wide: a timed
+// record with an aux value, a time step of 2^24 ticks or more, a goid of
+// 2^32 or more, and the proc_m that opens each chunk (the time base for the
+// steps after it). go_site is three words (type, entry, gopc). Words are
+// stored at 4-byte alignment.
 //
 // Interpolated records (bursts). The clock read is most of what a record
 // costs (one rdtsc: 10-25 ns, against a 50 ns switch). So where a P's
@@ -83,13 +98,7 @@ enum unpark_by : std::uint8_t {
 // (longer than one sysmon round, at most 1 ms while goroutines run) is
 // closed by a clock read, and the decoder then places the burst's records
 // at the burst's own pace and gives the rest of the span to the last one.
-// GORO_TRACE_EXACT=1 reads the clock for every timed record. A wide record is
-// followed by a second word: the time in full (56 bits; 0 for an untimed
-// record) and goid bits 32-39 (a goid of 2^40 or more is shown truncated); its
-// field is the aux value. Wide: a timed record with an aux value, a time step
-// of 2^24 ticks or more, a goid of 2^32 or more, and the proc_m that opens each
-// chunk (the time base for the steps after it). go_site is three words (type,
-// entry, gopc).
+// GORO_TRACE_EXACT=1 reads the clock for every timed record.
 //
 // The P, the M, a waker's and a parent's goid are not stored: the decoder
 // knows them from the P's stream (the chunk's owner, the last proc_m, the
@@ -116,8 +125,8 @@ static_assert(sizeof(trace_event) == 32);
 // "take a new chunk"; both are null while tracing is off. m, site_*: what
 // the stream last said (proc_m, go_site), so repeats are not recorded.
 struct trace_cursor {
-  std::uint64_t* pos = nullptr;
-  std::uint64_t* end = nullptr;
+  std::uint32_t* pos = nullptr;  // records are 1, 2, 4 or 6 units of 4 bytes
+  std::uint32_t* end = nullptr;
   std::uint64_t dropped = 0;  // events lost once the buffer cap was reached
   std::int64_t m = -1;
   std::uint64_t last_ts = 0;  // the clock at the last timed record
@@ -126,6 +135,7 @@ struct trace_cursor {
   std::uint32_t burst = 0;   // interpolated records allowed before a clock read
   std::uint32_t interp = 0;  // interpolated records since the last clock read
   std::uint32_t epoch = 0;   // trace_epoch at the last clock read
+  std::uint64_t last_goid = 0;  // the goid of the last goroutine record
 };
 
 extern std::atomic<bool> trace_on;
