@@ -77,7 +77,12 @@ struct G {
   M* m = nullptr;        // the M running it, when running
   M* lockedm = nullptr;  // the thread it is locked to (lock_os_thread)
   stack stk;             // usable stack [lo, hi) and its mapping
-  wait_reason waitreason = wait_reason::zero;
+  // Why it is parked. Written by the G itself before each park (relaxed:
+  // park_m's status CAS publishes it with the status); read by stats,
+  // schedtrace and dumps on other threads, which may race with the G's
+  // next park and so read it atomically too (relaxed: a stale reason is
+  // fine for a snapshot, a torn or racy read is not).
+  std::atomic<wait_reason> waitreason{wait_reason::zero};
   // Asked to yield at the next safe point (set by sysmon, read by the G).
   std::atomic<bool> preempt{false};
   // goro::preempt_guard nesting: > 0 forbids async preemption (read by the

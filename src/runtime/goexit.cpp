@@ -54,7 +54,7 @@ void goexit0(void* arg) {
   // Locks it never released (a bug in the program) are not the next
   // goroutine's.
   gp->oslocks.store(0, std::memory_order_relaxed);
-  gp->waitreason = wait_reason::zero;
+  gp->waitreason.store(wait_reason::zero, std::memory_order_relaxed);
   gp->eh = eh_state{};
   // A goroutine that exits while locked to its thread takes the thread
   // with it: it may have left the thread in a state others must not see.

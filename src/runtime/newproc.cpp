@@ -99,7 +99,7 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   // Atomic (a plain mov on x86): sysmon's long-running report reads the
   // goid of a G another thread may be reusing right now.
   __atomic_store_n(&gp->goid, newgoid(pp), __ATOMIC_RELAXED);
-  gp->waitreason = wait_reason::zero;
+  gp->waitreason.store(wait_reason::zero, std::memory_order_relaxed);
   casgstatus(gp, g_dead, g_runnable);
   trace_go_create(gp, parent);
   if (pp != nullptr) {

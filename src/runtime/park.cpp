@@ -153,7 +153,7 @@ void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {
     oslock_park_report(gp, int(reason));
   mp->waitunlockf = unlockf;
   mp->waitlock = lock;
-  gp->waitreason = reason;
+  gp->waitreason.store(reason, std::memory_order_relaxed);
   // A relaxed load of a line that changes once a second: no clock read.
   gp->waitsince.store(coarse_clock_now(), std::memory_order_relaxed);
   mcall_impl(park_m, false);

@@ -40,9 +40,11 @@ void print_g(G* gp, void*) {
   std::uint32_t st = readgstatus(gp);
   if (st == g_dead) return;
   M* mp = gp->m;
-  trace_printf(stderr,
-               "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid, st,
-               st == g_waiting ? wait_reason_string(gp->waitreason) : "");
+  trace_printf(
+      stderr, "  G%llu: status=%u(%s) m=", (unsigned long long)gp->goid, st,
+      st == g_waiting
+          ? wait_reason_string(gp->waitreason.load(std::memory_order_relaxed))
+          : "");
   if (mp)
     trace_printf(stderr, "%lld", (long long)mp->id);
   else

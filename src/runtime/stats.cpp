@@ -37,7 +37,7 @@ void count_g(G* gp, void* arg) {
   std::uint32_t st = readgstatus(gp);
   if (st < 8) c->by_status[st]++;
   if (st == g_waiting) {
-    int r = int(gp->waitreason);
+    int r = int(gp->waitreason.load(std::memory_order_relaxed));
     if (r >= 0 && r < n_reasons) c->by_reason[r]++;
   }
 }

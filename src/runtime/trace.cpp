@@ -422,7 +422,8 @@ void trace_go_start_slow(G* gp) {
   record(trace_ev::go_start, gp->goid, 0, 0, tclock::burst);
 }
 void trace_go_park_slow(G* gp) {
-  record(trace_ev::go_park, gp->goid, std::uint16_t(gp->waitreason), 0,
+  record(trace_ev::go_park, gp->goid,
+         std::uint16_t(gp->waitreason.load(std::memory_order_relaxed)), 0,
          tclock::none);
 }
 void trace_go_preempt_slow(G* gp, bool async) {

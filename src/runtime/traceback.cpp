@@ -113,8 +113,9 @@ bool interrupted_frames(G* gp, pc_buf* b) {
 void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
   std::uint32_t st = readgstatus(gp);
   char head[200];
-  const char* what = st == g_waiting && gp->waitreason != wait_reason::zero
-                         ? wait_reason_string(gp->waitreason)
+  wait_reason why = gp->waitreason.load(std::memory_order_relaxed);
+  const char* what = st == g_waiting && why != wait_reason::zero
+                         ? wait_reason_string(why)
                          : gstatus_string(st);
   // How long it has been parked, in whole minutes, from a minute on (Go
   // prints "1 minutes" too). waitsince is the coarse clock at gopark.
