@@ -637,7 +637,11 @@ std::vector<trace_event> decode() {
       }
     }
   }
-  for (auto& [p, st] : ps) {
+  for (auto& entry : ps) {
+    // Named references, not a structured binding: clang 14 cannot capture
+    // one in the lambda below.
+    const std::int64_t p = entry.first;
+    stream& st = entry.second;
     std::sort(st.chunks.begin(), st.chunks.end());
     // Events since the stream's last timed record, from evs[pending]:
     // untimed ones (ts 0) and interpolated ones (ts interp_mark; their
