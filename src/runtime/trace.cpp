@@ -163,7 +163,7 @@ inline std::uint64_t get64(const std::uint32_t* p) {
 // 1-3.5 GHz counters, 1 us of CLOCK_MONOTONIC); after a dense window, up to
 // burst_records records skip the clock. A P's time is then read once per 16
 // records in a burst, and at each record otherwise.
-std::uint64_t dense_ticks = 1024;  // trace_dense_ticks at the trace's start
+std::uint64_t dense_ticks = trace_dense_ticks;  // as the trace started
 constexpr std::uint32_t burst_records = 15;
 std::uint32_t burst_max = burst_records;  // 0 under GORO_TRACE_EXACT=1
 
