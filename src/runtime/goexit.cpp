@@ -42,7 +42,7 @@ void goexit0(void* arg) {
   san_enter_g0(mp);
   P* pp = mp->p;
   casgstatus(gp, g_running, g_dead);
-  trace_go_end(gp);
+  trace_go_end(pp, gp);
   owner_add(pp->ngoroutines, -1);
   dropg(mp, gp);
   gp->entry = nullptr;

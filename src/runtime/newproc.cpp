@@ -101,7 +101,7 @@ void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   __atomic_store_n(&gp->goid, newgoid(pp), __ATOMIC_RELAXED);
   gp->waitreason.store(wait_reason::zero, std::memory_order_relaxed);
   casgstatus(gp, g_dead, g_runnable);
-  trace_go_create(gp, parent);
+  trace_go_create(pp, gp, parent);
   if (pp != nullptr) {
     owner_add(pp->ngoroutines, 1);
     // A new goroutine goes to runnext: it runs next on this P, and what

@@ -49,7 +49,7 @@ void park_m(void* arg) {
   san_enter_g0(mp);
   bool in_syscall = readgstatus(gp) == g_syscall;
   casgstatus(gp, in_syscall ? g_syscall : g_running, g_waiting);
-  trace_go_park(gp);
+  trace_go_park(mp->p, gp);
   dropg(mp, gp);
   bool ok = true;
   if (auto fn = mp->waitunlockf) {
@@ -171,7 +171,7 @@ void goready(G* gp) {
     return;
   }
   casgstatus(gp, g_waiting, g_runnable);
-  trace_go_unpark(gp);
+  trace_go_unpark(mp->p, mp, gp);
   // Into the waker's runnext: a woken goroutine runs next on this P and
   // shares the waker's time slice (Go's ready with next=true).
   runqput(mp->p, gp, true);

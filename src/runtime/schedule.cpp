@@ -26,7 +26,7 @@ void execute(G* gp, bool inherit_time) {
   mp->curg.store(gp, std::memory_order_release);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
-  trace_go_start(gp);
+  trace_go_start(pp, gp);
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).
   if (!inherit_time)

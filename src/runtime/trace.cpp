@@ -26,6 +26,7 @@
 // world running. Goroutine names are symbolized then, not while recording.
 #include "runtime/trace.hpp"
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <x86intrin.h>
@@ -61,7 +62,7 @@ namespace goro::rt {
 
 std::atomic<bool> trace_on{false};
 std::atomic<std::uint32_t> trace_epoch{0};
-std::uint64_t trace_dense_ticks = 1024;
+std::uint64_t trace_dense_ticks = 512;
 
 namespace {
 
@@ -131,24 +132,60 @@ char* take_chunk(std::int64_t owner) {
   return c;
 }
 
+// sysmon's part of a trace (trace_tick_slow, every round while tracing):
+// it ends the Ps' bursts and populates the pool ahead of the recorders.
+// in_tick is set while it does; disarm clears trace_on and then waits for
+// in_tick to clear (seq_cst on both sides: either sysmon sees the flag
+// clear, or disarm sees in_tick set), so no part of a tick touches a
+// cursor or the mapping once the world restarts after disarm.
+std::atomic<bool> in_tick{false};
+
+// Populating ahead. A recorder writing fresh memory takes a page fault per
+// 4 KiB; on the VMs we measure on, a fresh page costs 1-30 us (the
+// hypervisor may have to back it too), and a switch-bound program writes
+// a page every few microseconds: up to half of the tracer's cost in our
+// runs. So sysmon keeps populate_window bytes past the
+// chunks taken populated (MADV_POPULATE_WRITE: the pages are faulted in
+// writable, contents untouched, so a chunk a P is already writing is
+// safe), at most populate_step per round to bound the round's length. A
+// recorder that outruns it faults for itself. Called by sysmon, and by
+// map_pool before the trace starts. The window costs up to 4 MiB of memory
+// the trace may not use.
+constexpr std::size_t populate_window = std::size_t(4) << 20;
+constexpr std::size_t populate_step = std::size_t(512) << 10;
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+std::size_t populated = 0;  // bytes from the pool's start (set by map_pool)
+bool can_populate = true;   // false once the kernel refused
+
+void populate_ahead() {
+  if (!can_populate) return;
+  std::size_t frontier =
+      std::size_t(
+          std::min(pool_next.load(std::memory_order_relaxed), pool_chunks)) *
+      chunk_bytes;
+  std::size_t want = std::min(frontier + populate_window, pool_bytes);
+  std::size_t from = std::max(populated, frontier);
+  if (from >= want) return;
+  std::size_t len = std::min(want - from, populate_step);
+  // EINVAL: a kernel before 5.14; ENOMEM/EFAULT: the memory is not there.
+  // Either way the recorders fault for themselves.
+  if (madvise(pool + from, len, MADV_POPULATE_WRITE) != 0) {
+    can_populate = false;
+    return;
+  }
+  populated = from + len;
+}
+
 // The P records' layout (see "A P's record" in trace.hpp).
 constexpr std::uint64_t rec_type_mask = 0x3f;
 constexpr std::uint64_t rec_wide = 0x40;
 constexpr std::uint64_t rec_field_max = (std::uint64_t(1) << 24) - 1;
-constexpr std::uint64_t rec_interp = 0x80;
-constexpr std::uint32_t rec_short = 0x20;
+constexpr std::uint64_t rec_interp = trace_rec_interp;
+constexpr std::uint32_t rec_short = trace_rec_short;
 constexpr int rec_field_shift = 8;
 constexpr int rec_goid_shift = 32;
-
-// The goroutine records, whose goid a short record gives relative to the
-// previous one of these on its P (recorder and decoder keep that goid
-// alike: trace_cursor::last_goid).
-constexpr bool goid_chain(trace_ev t) {
-  return t == trace_ev::go_create || t == trace_ev::go_start ||
-         t == trace_ev::go_park || t == trace_ev::go_preempt ||
-         t == trace_ev::go_end || t == trace_ev::go_unpark ||
-         t == trace_ev::steal;
-}
 
 // A 64-bit word at a 4-byte-aligned unit.
 inline void put64(std::uint32_t* p, std::uint64_t w) { std::memcpy(p, &w, 8); }
@@ -158,14 +195,15 @@ inline std::uint64_t get64(const std::uint32_t* p) {
   return w;
 }
 
-// Bursts (trace.hpp, "Interpolated records"): a window of records is dense
-// when they came at most dense_ticks apart on average (0.3-1 us of TSC on
-// 1-3.5 GHz counters, 1 us of CLOCK_MONOTONIC); after a dense window, up to
-// burst_records records skip the clock. A P's time is then read once per 16
-// records in a burst, and at each record otherwise.
+// Bursts (trace.hpp, "Interpolated records"): a window is dense when the
+// units written in it came at most dense_ticks apart on average (0.15-0.5
+// us of TSC on 1-3.5 GHz counters, 0.5 us of CLOCK_MONOTONIC); after a
+// dense window, records may skip the clock in the next burst_units units
+// (up to 32 switches of a yield, 10 of a spawn chain). A window's span is
+// then at most (burst_units + 1) * dense_ticks while a burst lasts.
 std::uint64_t dense_ticks = trace_dense_ticks;  // as the trace started
-constexpr std::uint32_t burst_records = 15;
-std::uint32_t burst_max = burst_records;  // 0 under GORO_TRACE_EXACT=1
+constexpr std::ptrdiff_t burst_units = 32;
+bool bursts = true;  // false under GORO_TRACE_EXACT=1
 
 // How a record is timed: not at all (it borrows the next time on its P),
 // by a clock read, or by a clock read unless the P is in a burst.
@@ -189,23 +227,24 @@ enum class tclock : std::uint8_t { none, exact, burst };
   if (c.m >= 0) {
     std::uint64_t ts = trace_clock();
     c.last_ts = ts;
-    c.interp = 0;  // the decoder's windows end at this time too
     put64(c.pos, std::uint64_t(trace_ev::proc_m) | rec_wide |
                      std::uint64_t(c.m) << rec_goid_shift);
     put64(c.pos + 2, ts & ts_mask);
     c.pos += 4;
   }
+  // A window ends here (for the decoder too); no burst until the next
+  // read finds a dense one.
+  c.read_pos = c.pos;
+  __atomic_store_n(&c.lim, nullptr, __ATOMIC_RELAXED);
   return true;
 }
 
 // A record that does not fit one word: an aux value in a timed record, a
-// time step of 2^24 ticks or more, a goid of 2^32 or more.
-[[gnu::noinline]] void put_wide(P* pp, trace_ev type, std::uint64_t goid,
-                                std::uint32_t aux, std::uint64_t ts) {
-  trace_cursor& c = pp->trace;
-  if (!refill(c, pp, 4)) return;
-  if (ts != 0) c.last_ts = ts;
-  if (goid_chain(type)) c.last_goid = goid;
+// time step of 2^24 ticks or more, a goid of 2^32 or more. The caller
+// checked that four units are free.
+void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
+              std::uint32_t aux, std::uint64_t ts) {
+  c.refs.note(type, goid);
   put64(c.pos, std::uint64_t(type) | rec_wide |
                    std::uint64_t(aux & rec_field_max) << rec_field_shift |
                    (goid & 0xffffffff) << rec_goid_shift);
@@ -213,77 +252,74 @@ enum class tclock : std::uint8_t { none, exact, burst };
   c.pos += 4;
 }
 
-// One record into `pp`'s buffer (the caller holds pp). The hot path while
-// tracing: in a burst, a few tests and one 4-byte store; otherwise a clock
-// read, a subtraction and one store. A timed record's 24-bit field is the
-// ticks since the P's previous timed record; an untimed or interpolated
-// one's is its aux value (at most 16 bits).
+// One record into `pp`'s buffer (the caller holds pp), out of line: the
+// timed records, and the untimed ones the inline paths could not write. A
+// timed record's 24-bit field is the ticks since the P's previous timed
+// record; an untimed or interpolated one's is its aux value (at most 16
+// bits). A clock read ends a window (the units since the previous read):
+// if it was dense, a burst follows.
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
                                  std::uint32_t aux, tclock clk) {
   trace_cursor& c = pp->trace;
   if (std::size_t(c.end - c.pos) < 4 && !refill(c, pp, 4)) return;
   std::uint64_t field = aux, ts = 0;
+  bool dense = false;
   if (clk != tclock::none) {
     ts = trace_clock();
     field = ts - c.last_ts;
-    // The window this read closes: interp records and this one in `field`
-    // ticks. Only a dense one opens a burst.
-    c.burst = field <= (c.interp + 1) * dense_ticks ? burst_max : 0;
-    c.interp = 0;
-    c.epoch = trace_epoch.load(std::memory_order_relaxed);
+    dense = field <= std::uint64_t(c.pos - c.read_pos + 1) * dense_ticks;
     if (aux != 0) field = ~std::uint64_t(0);
   }
   if (field > rec_field_max || goid > 0xffffffff) [[unlikely]] {
-    put_wide(pp, type, goid, aux, ts);
-    return;
+    put_wide(c, type, goid, aux, ts);
+  } else {
+    c.refs.note(type, goid);
+    put64(c.pos, std::uint64_t(type) | field << rec_field_shift |
+                     goid << rec_goid_shift);
+    c.pos += 2;
   }
-  if (clk != tclock::none) c.last_ts = ts;
-  if (goid_chain(type)) c.last_goid = goid;
-  put64(c.pos, std::uint64_t(type) | field << rec_field_shift |
-                   goid << rec_goid_shift);
-  c.pos += 2;
+  if (clk != tclock::none) {
+    c.last_ts = ts;
+    c.read_pos = c.pos;
+    std::uint32_t* lim = nullptr;
+    if (dense && bursts)
+      lim = c.end - c.pos > burst_units ? c.pos + burst_units : c.end;
+    __atomic_store_n(&c.lim, lim, __ATOMIC_RELAXED);
+  }
 }
 
 // A goroutine record without a time (interpolated or untimed; the caller
-// checked that two units are free and the goid fits 32 bits): one unit if
-// its aux value fits 8 bits and its goid is within 2^15 of the P's previous
-// goroutine record's (bits 16-31: the difference), else two.
-[[gnu::always_inline]] inline void put_untimed(trace_cursor& c,
-                                               std::uint32_t head,
+// checked that two units are free and the goid fits 32 bits): one unit
+// (trace_put_short) if it can, else two.
+[[gnu::always_inline]] inline void put_untimed(trace_cursor& c, trace_ev type,
+                                               std::uint32_t flags,
                                                std::uint64_t goid,
                                                std::uint32_t aux) {
-  std::uint64_t d = goid - c.last_goid;
-  c.last_goid = goid;
-  if (d + 0x8000 <= 0xffff && aux <= 0xff) {
-    *c.pos++ =
-        head | rec_short | aux << rec_field_shift | std::uint32_t(d) << 16;
-    return;
-  }
-  put64(c.pos, std::uint64_t(head) | std::uint64_t(aux) << rec_field_shift |
+  if (trace_put_unit(c, type, flags, goid, aux)) return;
+  c.refs.note(type, goid);
+  put64(c.pos, std::uint64_t(type) | flags |
+                   std::uint64_t(aux) << rec_field_shift |
                    goid << rec_goid_shift);
   c.pos += 2;
 }
 
-// The burst path inline in each recorder (one 4-byte store, no clock), the
-// rest out of line.
+// One record into pp's stream: without a time where it may (a burst, an
+// untimed record), else through put_timed.
 [[gnu::always_inline]] inline void put_rec(P* pp, trace_ev type,
                                            std::uint64_t goid,
                                            std::uint32_t aux,
                                            tclock clk = tclock::exact) {
   trace_cursor& c = pp->trace;
-  // Relaxed: the epoch only has to change eventually; a stale read makes
-  // one more record interpolated within the same bound (the tick is seen
-  // at the next record).
-  if (clk == tclock::burst && c.burst != 0 && c.end - c.pos >= 2 &&
-      goid <= 0xffffffff &&
-      c.epoch == trace_epoch.load(std::memory_order_relaxed)) {
-    c.burst--;
-    c.interp++;
-    put_untimed(c, std::uint32_t(type) | rec_interp, goid, aux);
+  bool room = c.end - c.pos >= 2 && goid <= 0xffffffff;
+  // In a burst, a record whose goid is far from the previous one's takes
+  // two units, still without a clock read (lim <= end: check the room).
+  if (clk == tclock::burst && room &&
+      c.pos < __atomic_load_n(&c.lim, __ATOMIC_RELAXED)) {
+    put_untimed(c, type, rec_interp, goid, aux);
     return;
   }
-  if (clk == tclock::none && c.end - c.pos >= 2 && goid <= 0xffffffff) {
-    put_untimed(c, std::uint32_t(type), goid, aux);
+  if (clk == tclock::none && room) {
+    put_untimed(c, type, 0, goid, aux);
     return;
   }
   put_timed(pp, type, goid, aux, clk);
@@ -379,6 +415,21 @@ inline void record(trace_ev type, std::uint64_t goid, std::uint16_t aux,
 std::uint64_t goid_of(G* gp) { return gp ? gp->goid : 0; }
 
 }  // namespace
+
+void trace_tick_slow() {
+  // in_tick: see "sysmon's part"; seq_cst against disarm's flag store.
+  in_tick.store(true, std::memory_order_seq_cst);
+  if (trace_on.load(std::memory_order_seq_cst)) {
+    // Every P's burst ends (a racy null is fine: trace_cursor::lim), then
+    // the epoch moves (tests wait on it to know a round has passed).
+    std::int32_t np = gomaxprocs_now();
+    for (std::int32_t i = 0; i < np; i++)
+      __atomic_store_n(&allp[i]->trace.lim, nullptr, __ATOMIC_RELAXED);
+    trace_epoch.fetch_add(1, std::memory_order_release);
+    populate_ahead();
+  }
+  in_tick.store(false, std::memory_order_release);
+}
 
 void trace_go_create_slow(G* gp, G* parent) {
   if (!trace_on.load(std::memory_order_acquire)) return;
@@ -516,12 +567,20 @@ void map_pool() {
     throw std::system_error(errno, std::generic_category(),
                             "goro::trace: cannot map the trace buffer");
   pool = static_cast<char*>(m);
-  // Huge pages where the kernel allows them (THP "madvise"): a recorder
-  // then takes one page fault per 2 MiB (64K events) instead of one per
-  // 4 KiB (128 events).
-  madvise(pool, pool_bytes, MADV_HUGEPAGE);
+  // No huge pages (MADV_HUGEPAGE): with them a recorder faulted once per
+  // 2 MiB, but each such fault (or sysmon's populating of one) could take
+  // milliseconds on a VM whose host had not backed that memory yet, and a
+  // traced run was then 30-60% slower than one with 4 KiB pages, at
+  // random. Populated ahead by sysmon, 4 KiB pages cost the recorders
+  // nothing.
   pool_chunks = std::uint32_t(pool_bytes / chunk_bytes);
   pool_next.store(0, std::memory_order_relaxed);
+  // No tick is inside the tracing branch now (trace_on is clear); the one
+  // that first sees it set has acquired these. The first step is
+  // populated here, by the caller of start, outside the world stop.
+  populated = 0;
+  can_populate = true;
+  populate_ahead();
 }
 
 void each_p(void (*fn)(P*)) {
@@ -536,9 +595,7 @@ void arm() {
   // GORO_TRACE_EXACT=1 (any value but empty or 0): every timed record reads
   // the clock.
   const char* exact = std::getenv("GORO_TRACE_EXACT");
-  burst_max = exact != nullptr && *exact != 0 && std::strcmp(exact, "0") != 0
-                  ? 0
-                  : burst_records;
+  bursts = exact == nullptr || *exact == 0 || std::strcmp(exact, "0") == 0;
   dense_ticks = trace_dense_ticks;
   noP_pos = noP_end = nullptr;
   noP_dropped = 0;
@@ -580,6 +637,9 @@ void arm() {
 // the drops.
 std::uint64_t disarm() {
   trace_on.store(false, std::memory_order_seq_cst);
+  // A sysmon tick that saw the flag set finishes first (its populate step
+  // is bounded: a few milliseconds at worst).
+  while (in_tick.load(std::memory_order_seq_cst)) sched_yield();
   lock_noP();
   unlock_noP();
   std::uint64_t dropped = noP_dropped;
@@ -614,7 +674,7 @@ std::vector<trace_event> decode() {
     std::uint64_t last_ts = 0;  // as the P's trace_cursor::last_ts
     // The mean gap of the last dense window (the burst's pace).
     std::uint64_t gap = dense_ticks;
-    std::uint64_t last_goid = 0;  // as the P's trace_cursor::last_goid
+    trace_goid_refs refs;  // as the P's trace_cursor::refs
   };
   std::map<std::int64_t, stream> ps;
   std::vector<trace_event> evs;
@@ -655,10 +715,11 @@ std::vector<trace_event> decode() {
     // own pace, the rest of the span going to the last slice (the window
     // was ended by a long slice or by sysmon's tick, trace.hpp). Then each
     // untimed event takes the time of the next event on its P.
-    auto settle = [&](std::uint64_t ts) {
+    // `units`: the units written in the window before the record at ts.
+    auto settle = [&](std::uint64_t ts, std::uint64_t units) {
       if (std::size_t n = interp.size(); n != 0) {
         std::uint64_t a = st.last_ts, span = ts > a ? ts - a : 0;
-        bool dense = span <= (n + 1) * dense_ticks;
+        bool dense = span <= (units + 1) * dense_ticks;
         std::uint64_t step = std::min(st.gap, span / (n + 1));
         for (std::size_t i = 0; i < n; i++)
           evs[interp[i]].ts =
@@ -681,7 +742,11 @@ std::vector<trace_event> decode() {
     std::uintptr_t site_entry = 0, site_gopc = 0;
     for (auto& [seq, ch] : st.chunks) {
       auto* r = reinterpret_cast<const std::uint32_t*>(ch);
-      for (std::size_t k = sizeof(chunk_header) / 4; k < chunk_units; k++) {
+      // Where the window of the next clock read began (as the recorder's
+      // trace_cursor::read_pos): a chunk starts one.
+      std::size_t read_k = sizeof(chunk_header) / 4;
+      for (std::size_t k = read_k; k < chunk_units; k++) {
+        const std::size_t k0 = k;
         std::uint32_t u = r[k];
         if (u == 0) break;  // trace_ev::none: the chunk's unused tail
         std::uint64_t w, field, goid;
@@ -691,8 +756,8 @@ std::vector<trace_event> decode() {
           w = u;
           type = trace_ev(u & (rec_type_mask & ~std::uint64_t(rec_short)));
           field = (u >> rec_field_shift) & 0xff;
-          goid =
-              st.last_goid + std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
+          goid = st.refs.ref(type) +
+                 std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
         } else {
           if (k + 1 >= chunk_units) break;
           w = get64(r + k);
@@ -727,10 +792,11 @@ std::vector<trace_event> decode() {
         } else {
           aux = std::uint32_t(field);
         }
-        if (goid_chain(type)) st.last_goid = goid;
+        st.refs.note(type, goid);
         if (ts != 0) {
-          settle(ts);
+          settle(ts, k0 - read_k);
           st.last_ts = ts;
+          read_k = k + 1;
         }
         if (interpolated_rec) {
           interp.push_back(evs.size());
@@ -772,7 +838,9 @@ std::vector<trace_event> decode() {
         }
       }
     }
-    settle(clock_stop);
+    // The last window's units are not known here; its interpolated records
+    // (a unit each at least) stand in.
+    settle(clock_stop, interp.size());
   }
   return evs;
 }

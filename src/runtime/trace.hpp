@@ -26,9 +26,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include "runtime/g.hpp"
+
 namespace goro::rt {
 
-struct G;
 struct P;
 
 enum class trace_ev : std::uint8_t {
@@ -71,11 +72,12 @@ enum unpark_by : std::uint8_t {
 // one (go_park, go_end, go_preempt) or an interpolated one, its aux value.
 // A short record is an untimed or interpolated goroutine record (types up
 // to 31, bit 5 set): bits 0-4 the type, bit 7 "interpolated", bits 8-15 the
-// aux value, bits 16-31 the goid minus the goid of the P's previous
-// goroutine record (go_create, go_start, go_park, go_preempt, go_end,
-// go_unpark, steal; trace_cursor::last_goid), taken when that fits 16 bits
-// signed and the aux value 8 bits: the goroutines of a P's switches are
-// mostly a few ids apart, so most records cost 4 bytes of fresh memory.
+// aux value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
+// for go_park, go_end and go_preempt, the goid of the P's last go_start;
+// for go_create, go_start, go_unpark and steal, that of the P's last record
+// of one of these four), taken when that fits 16 bits signed and the aux
+// value 8 bits: the goroutines of a P's switches are mostly a few ids
+// apart, so most records cost 4 bytes of fresh memory.
 // A wide record is a word followed by a second word: the time in full (56
 // bits; 0 for an untimed record) and goid bits 32-39 (a goid of 2^40 or
 // more is shown truncated); its field is the aux value. Wide: a timed
@@ -87,17 +89,18 @@ enum unpark_by : std::uint8_t {
 // Interpolated records (bursts). The clock read is most of what a record
 // costs (one rdtsc: 10-25 ns, against a 50 ns switch). So where a P's
 // records come densely, go_start, go_create, go_unpark and steal skip it:
-// after a clock read that closes a window of at most dense_ticks per record
-// (trace.cpp), up to burst_records such records are written without a
-// time, and the decoder spreads them evenly between the two clock reads
-// around them. The error of an interpolated time is therefore bounded by
-// its window's span, which the decoder knows. A window stays short because
-// the skipping also stops when the burst ends (a record whose window was
-// not dense is followed by clock reads only) and when sysmon has ticked
-// trace_epoch since the P's last clock read: a long slice inside a burst
-// (longer than one sysmon round, at most 1 ms while goroutines run) is
-// closed by a clock read, and the decoder then places the burst's records
-// at the burst's own pace and gives the rest of the span to the last one.
+// after a clock read that closes a dense window (at most dense_ticks per
+// unit of the stream written since the previous read, trace.cpp), such
+// records are written without a time in the next burst_units units, and
+// the decoder spreads them evenly between the two clock reads around them.
+// The error of an interpolated time is therefore bounded by its window's
+// span, which the decoder knows. A window stays short because the skipping
+// also stops when the burst ends (a record whose window was not dense is
+// followed by clock reads only) and after each sysmon round, which ends
+// every P's burst: a long slice inside a burst (longer than one sysmon
+// round, at most 1 ms while goroutines run) is closed by a clock read, and
+// the decoder then places the burst's records at the burst's own pace and
+// gives the rest of the span to the last one.
 // GORO_TRACE_EXACT=1 reads the clock for every timed record.
 //
 // The P, the M, a waker's and a parent's goid are not stored: the decoder
@@ -124,36 +127,61 @@ static_assert(sizeof(trace_event) == 32);
 // A P's write position in its current chunk (owner-only). pos == end means
 // "take a new chunk"; both are null while tracing is off. m, site_*: what
 // the stream last said (proc_m, go_site), so repeats are not recorded.
+// The reference goids of short records (see "A P's records"), kept alike
+// by the recorder (trace_cursor) and the decoder along a P's stream. A
+// park, an exit or a preemption is the running goroutine's, so it refers
+// to the last start (a leaf that wakes a far-away parent and exits still
+// writes a short exit); the others to the last of their kind.
+struct trace_goid_refs {
+  std::uint64_t last = 0;  // last go_create, go_start, go_unpark or steal
+  std::uint64_t run = 0;   // last go_start
+  static constexpr bool of_running(trace_ev t) {
+    return t == trace_ev::go_park || t == trace_ev::go_end ||
+           t == trace_ev::go_preempt;
+  }
+  std::uint64_t ref(trace_ev t) const { return of_running(t) ? run : last; }
+  void note(trace_ev t, std::uint64_t goid) {
+    if (t == trace_ev::go_start) run = goid;
+    if (t == trace_ev::go_start || t == trace_ev::go_create ||
+        t == trace_ev::go_unpark || t == trace_ev::steal)
+      last = goid;
+  }
+};
+
 struct trace_cursor {
   std::uint32_t* pos = nullptr;  // records are 1, 2, 4 or 6 units of 4 bytes
   std::uint32_t* end = nullptr;
+  // A burst: interpolated records may be written while pos < lim (lim <=
+  // end; null: not in a burst). Set by the owner at each clock read; sysmon
+  // nulls it on every round (trace_tick), so both sides use __atomic
+  // builtins. A null stored while the owner reads the clock can be
+  // overwritten by the new lim: that burst starts from a fresh read anyway.
+  std::uint32_t* lim = nullptr;
+  std::uint32_t* read_pos = nullptr;  // pos just after the last timed record
   std::uint64_t dropped = 0;  // events lost once the buffer cap was reached
   std::int64_t m = -1;
   std::uint64_t last_ts = 0;  // the clock at the last timed record
   std::uintptr_t site_entry = 0;
   std::uintptr_t site_gopc = 0;
-  std::uint32_t burst = 0;   // interpolated records allowed before a clock read
-  std::uint32_t interp = 0;  // interpolated records since the last clock read
-  std::uint32_t epoch = 0;   // trace_epoch at the last clock read
-  std::uint64_t last_goid = 0;  // the goid of the last goroutine record
+  trace_goid_refs refs;
 };
 
 extern std::atomic<bool> trace_on;
 inline bool tracing() { return trace_on.load(std::memory_order_relaxed); }
 
 // Advanced by sysmon on every round while tracing (sysmon then sleeps at
-// most 1 ms between rounds while any P runs goroutines): a P whose last clock
-// read is older than the current epoch reads the clock again (see "Interpolated
-// records").
+// most 1 ms between rounds while any P runs goroutines), after it has
+// ended every P's burst (trace_cursor::lim): a P's next record after a
+// round reads the clock (see "Interpolated records").
 extern std::atomic<std::uint32_t> trace_epoch;
-// The density under which records skip the clock, in ticks per record
-// (1024), as a trace reads it when it starts: tests raise it so that
-// bursts form in sanitized builds too, whose switches are slower.
+// The density under which records skip the clock, in ticks per unit of
+// the P's stream (512), as a trace reads it when it starts: tests raise it
+// so that bursts form in sanitized builds too, whose switches are slower.
 extern std::uint64_t trace_dense_ticks;
+void trace_tick_slow();
 inline void trace_tick() {
   if (tracing()) [[unlikely]]
-    trace_epoch.store(trace_epoch.load(std::memory_order_relaxed) + 1,
-                      std::memory_order_relaxed);
+    trace_tick_slow();
 }
 
 // Start/stop from the environment (GORO_TRACE=<file>): called at runtime
@@ -179,17 +207,107 @@ void trace_netpoll_slow(G* first, std::int32_t n);
 void trace_proc_m_slow(P* pp);
 void trace_proc_stop_slow(P* pp);
 
-// The hooks: one flag test each when tracing is off.
+// The record layout's flag bits (see "A P's records").
+constexpr std::uint32_t trace_rec_short = 0x20;
+constexpr std::uint32_t trace_rec_interp = 0x80;
+
+// The recording fast path, inline in the hooks of the switch path (start,
+// end, park, create): a short record, written if a unit is free (pos ==
+// end also while the P has no chunk), the goid is within 2^15 of the P's
+// previous goroutine record's and aux fits 8 bits. Else nothing is written
+// and the hook calls its out-of-line recorder, which takes a chunk, reads
+// the clock or writes a longer record.
+[[gnu::always_inline]] inline bool trace_put_unit(trace_cursor& c,
+                                                  trace_ev type,
+                                                  std::uint32_t flags,
+                                                  std::uint64_t goid,
+                                                  std::uint32_t aux) {
+  std::uint64_t d = goid - c.refs.ref(type);
+  if (d + 0x8000 > 0xffff || aux > 0xff) return false;
+  c.refs.note(type, goid);
+  *c.pos++ = std::uint32_t(type) | flags | trace_rec_short | aux << 8 |
+             std::uint32_t(d) << 16;
+  return true;
+}
+[[gnu::always_inline]] inline bool trace_put_short(trace_cursor& c,
+                                                   trace_ev type,
+                                                   std::uint64_t goid,
+                                                   std::uint32_t aux) {
+  return c.pos != c.end && trace_put_unit(c, type, 0, goid, aux);
+}
+// An interpolated record, while the P is in a burst (see "Interpolated
+// records"); lim <= end, so a unit is free. Relaxed: sysmon's null only
+// has to be seen eventually; a stale lim makes one more record
+// interpolated within the same bound.
+[[gnu::always_inline]] inline bool trace_put_burst(trace_cursor& c,
+                                                   trace_ev type,
+                                                   std::uint64_t goid,
+                                                   std::uint32_t aux) {
+  return c.pos < __atomic_load_n(&c.lim, __ATOMIC_RELAXED) &&
+         trace_put_unit(c, type, trace_rec_interp, goid, aux);
+}
+
+// The hooks: one flag test each when tracing is off. Those of the switch
+// path take the P their caller holds (null: none) and record inline when
+// they can; the others go out of line at once. The inline ones are
+// templates only to reach pp->trace: P (p.hpp) includes this header for
+// trace_cursor, so it is complete where they are called, not here.
+template <class P_>
+inline void trace_go_start(P_* pp, G* gp) {
+  if (tracing()) [[unlikely]]
+    if (!trace_put_burst(pp->trace, trace_ev::go_start, gp->goid, 0))
+      trace_go_start_slow(gp);
+}
+template <class P_>
+inline void trace_go_end(P_* pp, G* gp) {
+  if (tracing()) [[unlikely]]
+    if (!trace_put_short(pp->trace, trace_ev::go_end, gp->goid, 0))
+      trace_go_end_slow(gp);
+}
+template <class P_>
+inline void trace_go_park(P_* pp, G* gp) {
+  if (tracing()) [[unlikely]]
+    if (pp == nullptr ||
+        !trace_put_short(
+            pp->trace, trace_ev::go_park, gp->goid,
+            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed))))
+      trace_go_park_slow(gp);
+}
+template <class P_>
+inline void trace_go_create(P_* pp, G* gp, G* parent) {
+  if (tracing()) [[unlikely]] {
+    if (pp != nullptr) {
+      trace_cursor& c = pp->trace;
+      // The spawn site is what the P's stream last said (else go_site
+      // first, out of line).
+      if (reinterpret_cast<std::uintptr_t>(gp->entry) == c.site_entry &&
+          reinterpret_cast<std::uintptr_t>(gp->gopc) == c.site_gopc &&
+          trace_put_burst(c, trace_ev::go_create, gp->goid,
+                          parent != nullptr ? unpark_by_g : unpark_by_runtime))
+        return;
+    }
+    trace_go_create_slow(gp, parent);
+  }
+}
+
+// A wake-up by the thread holding pp, whose M is mp: the waker is the
+// goroutine mp runs (none: the scheduler, e.g. a timer run by schedule()).
+template <class P_, class M_>
+inline void trace_go_unpark(P_* pp, M_* mp, G* gp) {
+  if (tracing()) [[unlikely]]
+    if (!trace_put_burst(pp->trace, trace_ev::go_unpark, gp->goid,
+                         mp->curg.load(std::memory_order_relaxed) != nullptr
+                             ? unpark_by_g
+                             : unpark_by_runtime))
+      trace_go_unpark_slow(gp);
+}
+
 #define GORO_TRACE_HOOK(name, params, args) \
   inline void name params {                 \
     if (tracing()) [[unlikely]]             \
       name##_slow args;                     \
   }
-GORO_TRACE_HOOK(trace_go_create, (G * gp, G* parent), (gp, parent))
-GORO_TRACE_HOOK(trace_go_start, (G * gp), (gp))
-GORO_TRACE_HOOK(trace_go_park, (G * gp), (gp))
 GORO_TRACE_HOOK(trace_go_preempt, (G * gp, bool async), (gp, async))
-GORO_TRACE_HOOK(trace_go_end, (G * gp), (gp))
 GORO_TRACE_HOOK(trace_go_unpark, (G * gp), (gp))
 GORO_TRACE_HOOK(trace_steal, (G * gp, P* victim), (gp, victim))
 GORO_TRACE_HOOK(trace_sys_enter, (G * gp), (gp))
