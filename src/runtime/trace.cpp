@@ -133,50 +133,11 @@ char* take_chunk(std::int64_t owner) {
 }
 
 // sysmon's part of a trace (trace_tick_slow, every round while tracing):
-// it ends the Ps' bursts and populates the pool ahead of the recorders.
-// in_tick is set while it does; disarm clears trace_on and then waits for
-// in_tick to clear (seq_cst on both sides: either sysmon sees the flag
-// clear, or disarm sees in_tick set), so no part of a tick touches a
-// cursor or the mapping once the world restarts after disarm.
+// it ends the Ps' bursts. in_tick is set while it does; disarm clears trace_on
+// and then waits for in_tick to clear (seq_cst on both sides: either sysmon
+// sees the flag clear, or disarm sees in_tick set), so no part of a tick
+// touches a cursor once the world restarts after disarm.
 std::atomic<bool> in_tick{false};
-
-// Populating ahead. A recorder writing fresh memory takes a page fault per
-// 4 KiB; on the VMs we measure on, a fresh page costs 1-30 us (the
-// hypervisor may have to back it too), and a switch-bound program writes
-// a page every few microseconds: up to half of the tracer's cost in our
-// runs. So sysmon keeps populate_window bytes past the
-// chunks taken populated (MADV_POPULATE_WRITE: the pages are faulted in
-// writable, contents untouched, so a chunk a P is already writing is
-// safe), at most populate_step per round to bound the round's length. A
-// recorder that outruns it faults for itself. Called by sysmon, and by
-// map_pool before the trace starts. The window costs up to 4 MiB of memory
-// the trace may not use.
-constexpr std::size_t populate_window = std::size_t(4) << 20;
-constexpr std::size_t populate_step = std::size_t(512) << 10;
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14
-#endif
-std::size_t populated = 0;  // bytes from the pool's start (set by map_pool)
-bool can_populate = true;   // false once the kernel refused
-
-void populate_ahead() {
-  if (!can_populate) return;
-  std::size_t frontier =
-      std::size_t(
-          std::min(pool_next.load(std::memory_order_relaxed), pool_chunks)) *
-      chunk_bytes;
-  std::size_t want = std::min(frontier + populate_window, pool_bytes);
-  std::size_t from = std::max(populated, frontier);
-  if (from >= want) return;
-  std::size_t len = std::min(want - from, populate_step);
-  // EINVAL: a kernel before 5.14; ENOMEM/EFAULT: the memory is not there.
-  // Either way the recorders fault for themselves.
-  if (madvise(pool + from, len, MADV_POPULATE_WRITE) != 0) {
-    can_populate = false;
-    return;
-  }
-  populated = from + len;
-}
 
 // The P records' layout (see "A P's record" in trace.hpp).
 constexpr std::uint64_t rec_type_mask = 0x3f;
@@ -426,7 +387,6 @@ void trace_tick_slow() {
     for (std::int32_t i = 0; i < np; i++)
       __atomic_store_n(&allp[i]->trace.lim, nullptr, __ATOMIC_RELAXED);
     trace_epoch.fetch_add(1, std::memory_order_release);
-    populate_ahead();
   }
   in_tick.store(false, std::memory_order_release);
 }
@@ -567,20 +527,13 @@ void map_pool() {
     throw std::system_error(errno, std::generic_category(),
                             "goro::trace: cannot map the trace buffer");
   pool = static_cast<char*>(m);
-  // No huge pages (MADV_HUGEPAGE): with them a recorder faulted once per
-  // 2 MiB, but each such fault (or sysmon's populating of one) could take
-  // milliseconds on a VM whose host had not backed that memory yet, and a
-  // traced run was then 30-60% slower than one with 4 KiB pages, at
-  // random. Populated ahead by sysmon, 4 KiB pages cost the recorders
-  // nothing.
+  // No huge pages (MADV_HUGEPAGE): with them a recorder faults once per
+  // 2 MiB instead of once per 4 KiB, but on the VMs we measure on such a
+  // fault could take milliseconds (memory the host had not backed yet),
+  // and a traced run was then 30-60% slower than with 4 KiB pages, at
+  // random; with 4 KiB pages the runs are steady.
   pool_chunks = std::uint32_t(pool_bytes / chunk_bytes);
   pool_next.store(0, std::memory_order_relaxed);
-  // No tick is inside the tracing branch now (trace_on is clear); the one
-  // that first sees it set has acquired these. The first step is
-  // populated here, by the caller of start, outside the world stop.
-  populated = 0;
-  can_populate = true;
-  populate_ahead();
 }
 
 void each_p(void (*fn)(P*)) {
@@ -637,8 +590,7 @@ void arm() {
 // the drops.
 std::uint64_t disarm() {
   trace_on.store(false, std::memory_order_seq_cst);
-  // A sysmon tick that saw the flag set finishes first (its populate step
-  // is bounded: a few milliseconds at worst).
+  // A sysmon tick that saw the flag set finishes first (a few stores).
   while (in_tick.load(std::memory_order_seq_cst)) sched_yield();
   lock_noP();
   unlock_noP();
