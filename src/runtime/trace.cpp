@@ -468,7 +468,10 @@ void trace_handoff_slow(P* pp) {
   record(trace_ev::handoff, 0, std::uint16_t(pp->id));
 }
 void trace_preempt_req_slow(G* gp, P* pp) {
-  record(trace_ev::preempt_req, gp->goid, std::uint16_t(pp->id));
+  // From sysmon: gp may be exiting and reused by a newproc right now
+  // (which stores the goid atomically), so the goid may be the next one's.
+  record(trace_ev::preempt_req, __atomic_load_n(&gp->goid, __ATOMIC_RELAXED),
+         std::uint16_t(pp->id));
 }
 void trace_netpoll_slow(G* first, std::int32_t n) {
   if (n == 0) return;
