@@ -850,6 +850,68 @@ TEST(Trace, GoidsFarApartAndCloseTogetherDecode) {
   std::remove(path.c_str());
 }
 
+// A goroutine's exit is written with the P's next record: folded into the
+// next go_start (a spawn chain's switch is one 4-byte record) or, when the
+// P finds nothing to run, before its proc_stop. Either way its slice ends
+// where it exited: each link of a chain before the next begins, and the
+// last one right away, not when the P runs again 30 ms later.
+void chain_link(int n, std::vector<std::uint64_t>* ids) {
+  ids->push_back(goro::goroutine_id());
+  if (n > 1) goro::go(chain_link, n - 1, ids);
+}
+
+TEST(Trace, ExitsEndTheirSlicesWhereTheyHappen) {
+  exact_clock exact("0");
+  std::string path = tmp_path("exits.json");
+  constexpr int links = 100;
+  std::vector<std::uint64_t> ids;
+  ids.reserve(links);
+  std::uint64_t main_goid = 0;
+  json doc = traced_run(path, 1, [&] {
+    main_goid = goro::goroutine_id();
+    goro::go(chain_link, links, &ids);
+    // The chain runs while main sleeps (P=1), then the P is idle.
+    goro::sleep(std::chrono::milliseconds(30));
+  });
+  ASSERT_EQ(ids.size(), std::size_t(links));
+  const auto& evs = check_wellformed(doc);
+  std::map<double, int> link_of;
+  for (int i = 0; i < links; i++) link_of[double(ids[i])] = i;
+  std::vector<double> begin(links, -1), end(links, -1);
+  double main_after = -1;  // main's first slice after the chain began
+  int open = -1;
+  for (const json& e : evs) {
+    std::string ph = field(e, "ph");
+    const json* pid = e.get("pid");
+    if (ph == "M" || pid == nullptr || pid->num != 1) continue;  // P tracks
+    double ts = e.get("ts")->num;
+    if (ph == "B") {
+      double g = narg(e, "goid");
+      auto it = link_of.find(g);
+      open = it == link_of.end() ? -1 : it->second;
+      if (open >= 0 && begin[open] < 0) begin[open] = ts;
+      if (g == double(main_goid) && begin[0] >= 0 && main_after < 0)
+        main_after = ts;
+    } else if (ph == "E" && open >= 0) {
+      end[open] = ts;
+      open = -1;
+    }
+  }
+  for (int i = 0; i < links; i++) {
+    ASSERT_GE(begin[i], 0) << "no slice of link " << i;
+    ASSERT_GE(end[i], begin[i]) << "link " << i;
+    if (i + 1 < links) {
+      EXPECT_LE(end[i], begin[i + 1]) << "link " << i;
+    }
+  }
+  ASSERT_GE(main_after, 0) << "main never ran after the chain";
+  // The last exit is written before the P stops, not with main's wake-up
+  // (30 ms after main slept; the chain takes well under 10 ms).
+  EXPECT_LT(end[links - 1], main_after - 10 * 1000)
+      << "the last link's slice ends with main's next one";
+  std::remove(path.c_str());
+}
+
 TEST(Trace, BufferCapDropsAndCounts) {
   // 1 MiB: 16 chunks of 64 KiB (8192 8-byte records: with every event
   // timed, each start is one); far more events than fit.

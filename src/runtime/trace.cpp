@@ -220,8 +220,24 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
 // bits). A clock read ends a window (the units since the previous read):
 // if it was dense, a burst follows.
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
+                                 std::uint32_t aux, tclock clk);
+
+// The pending exit of the P's running goroutine (trace_cursor::ended), as
+// a record of its own: before any record but a short go_start.
+[[gnu::noinline]] void flush_end(P* pp) {
+  trace_cursor& c = pp->trace;
+  c.ended = 0;
+  // Its goid is refs.run's: a short record, if a unit is free.
+  if (c.pos != c.end)
+    *c.pos++ = std::uint32_t(trace_ev::go_end) | rec_short;
+  else
+    put_timed(pp, trace_ev::go_end, c.refs.run, 0, tclock::none);
+}
+
+[[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
                                  std::uint32_t aux, tclock clk) {
   trace_cursor& c = pp->trace;
+  if (c.ended != 0) flush_end(pp);
   if (std::size_t(c.end - c.pos) < 4 && !refill(c, pp, 4)) return;
   std::uint64_t field = aux, ts = 0;
   bool dense = false;
@@ -271,6 +287,8 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
                                            std::uint32_t aux,
                                            tclock clk = tclock::exact) {
   trace_cursor& c = pp->trace;
+  if (c.ended != 0) [[unlikely]]
+    flush_end(pp);
   bool room = c.end - c.pos >= 2 && goid <= 0xffffffff;
   // In a burst, a record whose goid is far from the previous one's takes
   // two units, still without a clock read (lim <= end: check the room).
@@ -418,6 +436,7 @@ void trace_go_create_slow(G* gp, G* parent) {
   auto gopc = reinterpret_cast<std::uintptr_t>(gp->gopc);
   if (entry != c.site_entry || gopc != c.site_gopc) [[unlikely]] {
     // A new spawn site: three words before the create.
+    if (c.ended != 0) flush_end(pp);
     if (!refill(c, pp, 6)) return;
     put64(c.pos, std::uint64_t(trace_ev::go_site));
     put64(c.pos + 2, entry);
@@ -595,6 +614,10 @@ std::uint64_t disarm() {
   trace_on.store(false, std::memory_order_seq_cst);
   // A sysmon tick that saw the flag set finishes first (a few stores).
   while (in_tick.load(std::memory_order_seq_cst)) sched_yield();
+  // Exits still waiting for their P's next record.
+  each_p([](P* pp) {
+    if (pp->trace.ended != 0) flush_end(pp);
+  });
   lock_noP();
   unlock_noP();
   std::uint64_t dropped = noP_dropped;
@@ -708,11 +731,18 @@ std::vector<trace_event> decode() {
         trace_ev type;
         if (u & rec_short) {
           // One unit: no time, an 8-bit aux, the goid as a difference.
-          w = u;
+          w = u & ~std::uint32_t(trace_rec_ended);  // bit 6 is not "wide"
           type = trace_ev(u & (rec_type_mask & ~std::uint64_t(rec_short)));
           field = (u >> rec_field_shift) & 0xff;
           goid = st.refs.ref(type) +
                  std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
+          if (u & trace_rec_ended) {
+            // The exit of the P's running goroutine, folded into this
+            // start: untimed, it takes the start's time.
+            evs.push_back(widen(trace_ev::go_end, 0, st.refs.run, 0,
+                                std::int16_t(p), st.m, st.running));
+            st.running = 0;
+          }
         } else {
           if (k + 1 >= chunk_units) break;
           w = get64(r + k);

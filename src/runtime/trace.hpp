@@ -71,7 +71,9 @@ enum unpark_by : std::uint8_t {
 // the trace clock ticks since the P's previous timed record; of an untimed
 // one (go_park, go_end, go_preempt) or an interpolated one, its aux value.
 // A short record is an untimed or interpolated goroutine record (types up
-// to 31, bit 5 set): bits 0-4 the type, bit 7 "interpolated", bits 8-15 the
+// to 31, bit 5 set): bits 0-4 the type, bit 6 (go_start only) "the
+// goroutine of the P's last go_start exited just before", bit 7
+// "interpolated", bits 8-15 the
 // aux value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
 // for go_park, go_end and go_preempt, the goid of the P's last go_start;
 // for go_create, go_start, go_unpark and steal, that of the P's last record
@@ -164,6 +166,11 @@ struct trace_cursor {
   std::uintptr_t site_entry = 0;
   std::uintptr_t site_gopc = 0;
   trace_goid_refs refs;
+  // trace_rec_ended: the goroutine of refs.run has exited and its go_end
+  // is not written yet. The next go_start's short record carries it (a
+  // spawn chain's switch is then one unit); any other record writes it
+  // first, as a go_end of its own (flush_end in trace.cpp). Else 0.
+  std::uint32_t ended = 0;
 };
 
 extern std::atomic<bool> trace_on;
@@ -210,6 +217,7 @@ void trace_proc_stop_slow(P* pp);
 // The record layout's flag bits (see "A P's records").
 constexpr std::uint32_t trace_rec_short = 0x20;
 constexpr std::uint32_t trace_rec_interp = 0x80;
+constexpr std::uint32_t trace_rec_ended = 0x40;  // short go_start only
 
 // The recording fast path, inline in the hooks of the switch path (start,
 // end, park, create): a short record, written if a unit is free (pos ==
@@ -217,6 +225,9 @@ constexpr std::uint32_t trace_rec_interp = 0x80;
 // previous goroutine record's and aux fits 8 bits. Else nothing is written
 // and the hook calls its out-of-line recorder, which takes a chunk, reads
 // the clock or writes a longer record.
+// A go_start also carries a pending exit (trace_cursor::ended: bit 6);
+// any other record leaves that to the out-of-line recorders, which write
+// the exit first.
 [[gnu::always_inline]] inline bool trace_put_unit(trace_cursor& c,
                                                   trace_ev type,
                                                   std::uint32_t flags,
@@ -224,6 +235,12 @@ constexpr std::uint32_t trace_rec_interp = 0x80;
                                                   std::uint32_t aux) {
   std::uint64_t d = goid - c.refs.ref(type);
   if (d + 0x8000 > 0xffff || aux > 0xff) return false;
+  if (type == trace_ev::go_start) {
+    flags |= c.ended;
+    c.ended = 0;
+  } else if (c.ended != 0) {
+    return false;
+  }
   c.refs.note(type, goid);
   *c.pos++ = std::uint32_t(type) | flags | trace_rec_short | aux << 8 |
              std::uint32_t(d) << 16;
@@ -260,9 +277,15 @@ inline void trace_go_start(P_* pp, G* gp) {
 }
 template <class P_>
 inline void trace_go_end(P_* pp, G* gp) {
-  if (tracing()) [[unlikely]]
-    if (!trace_put_short(pp->trace, trace_ev::go_end, gp->goid, 0))
+  if (tracing()) [[unlikely]] {
+    // The exit of the goroutine the P's last go_start started waits for
+    // the next record (trace_cursor::ended).
+    trace_cursor& c = pp->trace;
+    if (gp->goid == c.refs.run && c.ended == 0)
+      c.ended = trace_rec_ended;
+    else
       trace_go_end_slow(gp);
+  }
 }
 template <class P_>
 inline void trace_go_park(P_* pp, G* gp) {
