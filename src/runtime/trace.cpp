@@ -222,22 +222,26 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
                                  std::uint32_t aux, tclock clk);
 
-// The pending exit of the P's running goroutine (trace_cursor::ended), as
-// a record of its own: before any record but a short go_start.
-[[gnu::noinline]] void flush_end(P* pp) {
+// The pending exit or park of the P's running goroutine
+// (trace_cursor::stopped), as a record of its own: before any record but a
+// short go_start.
+[[gnu::noinline]] void flush_stop(P* pp) {
   trace_cursor& c = pp->trace;
-  c.ended = 0;
+  std::uint32_t reason1 = c.stopped >> rec_field_shift;
+  c.stopped = 0;
+  trace_ev type = reason1 == 0 ? trace_ev::go_end : trace_ev::go_park;
+  std::uint32_t aux = reason1 == 0 ? 0 : reason1 - 1;
   // Its goid is refs.run's: a short record, if a unit is free.
   if (c.pos != c.end)
-    *c.pos++ = std::uint32_t(trace_ev::go_end) | rec_short;
+    *c.pos++ = std::uint32_t(type) | rec_short | aux << rec_field_shift;
   else
-    put_timed(pp, trace_ev::go_end, c.refs.run, 0, tclock::none);
+    put_timed(pp, type, c.refs.run, aux, tclock::none);
 }
 
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
                                  std::uint32_t aux, tclock clk) {
   trace_cursor& c = pp->trace;
-  if (c.ended != 0) flush_end(pp);
+  if (c.stopped != 0) flush_stop(pp);
   if (std::size_t(c.end - c.pos) < 4 && !refill(c, pp, 4)) return;
   std::uint64_t field = aux, ts = 0;
   bool dense = false;
@@ -287,8 +291,8 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
                                            std::uint32_t aux,
                                            tclock clk = tclock::exact) {
   trace_cursor& c = pp->trace;
-  if (c.ended != 0) [[unlikely]]
-    flush_end(pp);
+  if (c.stopped != 0) [[unlikely]]
+    flush_stop(pp);
   bool room = c.end - c.pos >= 2 && goid <= 0xffffffff;
   // In a burst, a record whose goid is far from the previous one's takes
   // two units, still without a clock read (lim <= end: check the room).
@@ -436,7 +440,7 @@ void trace_go_create_slow(G* gp, G* parent) {
   auto gopc = reinterpret_cast<std::uintptr_t>(gp->gopc);
   if (entry != c.site_entry || gopc != c.site_gopc) [[unlikely]] {
     // A new spawn site: three words before the create.
-    if (c.ended != 0) flush_end(pp);
+    if (c.stopped != 0) flush_stop(pp);
     if (!refill(c, pp, 6)) return;
     put64(c.pos, std::uint64_t(trace_ev::go_site));
     put64(c.pos + 2, entry);
@@ -614,9 +618,9 @@ std::uint64_t disarm() {
   trace_on.store(false, std::memory_order_seq_cst);
   // A sysmon tick that saw the flag set finishes first (a few stores).
   while (in_tick.load(std::memory_order_seq_cst)) sched_yield();
-  // Exits still waiting for their P's next record.
+  // Exits and parks still waiting for their P's next record.
   each_p([](P* pp) {
-    if (pp->trace.ended != 0) flush_end(pp);
+    if (pp->trace.stopped != 0) flush_stop(pp);
   });
   lock_noP();
   unlock_noP();
@@ -731,17 +735,21 @@ std::vector<trace_event> decode() {
         trace_ev type;
         if (u & rec_short) {
           // One unit: no time, an 8-bit aux, the goid as a difference.
-          w = u & ~std::uint32_t(trace_rec_ended);  // bit 6 is not "wide"
+          w = u & ~std::uint32_t(trace_rec_stopped);  // bit 6 is not "wide"
           type = trace_ev(u & (rec_type_mask & ~std::uint64_t(rec_short)));
           field = (u >> rec_field_shift) & 0xff;
           goid = st.refs.ref(type) +
                  std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
-          if (u & trace_rec_ended) {
-            // The exit of the P's running goroutine, folded into this
-            // start: untimed, it takes the start's time.
-            evs.push_back(widen(trace_ev::go_end, 0, st.refs.run, 0,
-                                std::int16_t(p), st.m, st.running));
+          if (u & trace_rec_stopped) {
+            // The exit (aux 0) or park (aux: reason + 1) of the P's
+            // running goroutine, folded into this start: untimed, it
+            // takes the start's time.
+            evs.push_back(
+                widen(field == 0 ? trace_ev::go_end : trace_ev::go_park, 0,
+                      st.refs.run, std::uint16_t(field == 0 ? 0 : field - 1),
+                      std::int16_t(p), st.m, st.running));
             st.running = 0;
+            field = 0;
           }
         } else {
           if (k + 1 >= chunk_units) break;

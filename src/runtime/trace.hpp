@@ -72,7 +72,8 @@ enum unpark_by : std::uint8_t {
 // one (go_park, go_end, go_preempt) or an interpolated one, its aux value.
 // A short record is an untimed or interpolated goroutine record (types up
 // to 31, bit 5 set): bits 0-4 the type, bit 6 (go_start only) "the
-// goroutine of the P's last go_start exited just before", bit 7
+// goroutine of the P's last go_start exited (aux 0) or parked (aux: the
+// reason + 1) just before", bit 7
 // "interpolated", bits 8-15 the
 // aux value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
 // for go_park, go_end and go_preempt, the goid of the P's last go_start;
@@ -166,11 +167,12 @@ struct trace_cursor {
   std::uintptr_t site_entry = 0;
   std::uintptr_t site_gopc = 0;
   trace_goid_refs refs;
-  // trace_rec_ended: the goroutine of refs.run has exited and its go_end
-  // is not written yet. The next go_start's short record carries it (a
-  // spawn chain's switch is then one unit); any other record writes it
-  // first, as a go_end of its own (flush_end in trace.cpp). Else 0.
-  std::uint32_t ended = 0;
+  // The goroutine of refs.run has stopped (exited or parked) and its
+  // go_end or go_park is not written yet: trace_rec_stopped, with the
+  // park's reason + 1 in bits 8-15 (0: an exit). The next go_start's short
+  // record carries it (a switch is then one unit); any other record writes
+  // it first, as a record of its own (flush_stop in trace.cpp). Else 0.
+  std::uint32_t stopped = 0;
 };
 
 extern std::atomic<bool> trace_on;
@@ -217,7 +219,7 @@ void trace_proc_stop_slow(P* pp);
 // The record layout's flag bits (see "A P's records").
 constexpr std::uint32_t trace_rec_short = 0x20;
 constexpr std::uint32_t trace_rec_interp = 0x80;
-constexpr std::uint32_t trace_rec_ended = 0x40;  // short go_start only
+constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
 
 // The recording fast path, inline in the hooks of the switch path (start,
 // end, park, create): a short record, written if a unit is free (pos ==
@@ -225,9 +227,9 @@ constexpr std::uint32_t trace_rec_ended = 0x40;  // short go_start only
 // previous goroutine record's and aux fits 8 bits. Else nothing is written
 // and the hook calls its out-of-line recorder, which takes a chunk, reads
 // the clock or writes a longer record.
-// A go_start also carries a pending exit (trace_cursor::ended: bit 6);
-// any other record leaves that to the out-of-line recorders, which write
-// the exit first.
+// A go_start also carries a pending exit or park (trace_cursor::stopped:
+// bit 6, and the park's reason + 1 as its aux); any other record leaves
+// that to the out-of-line recorders, which write it first.
 [[gnu::always_inline]] inline bool trace_put_unit(trace_cursor& c,
                                                   trace_ev type,
                                                   std::uint32_t flags,
@@ -236,9 +238,9 @@ constexpr std::uint32_t trace_rec_ended = 0x40;  // short go_start only
   std::uint64_t d = goid - c.refs.ref(type);
   if (d + 0x8000 > 0xffff || aux > 0xff) return false;
   if (type == trace_ev::go_start) {
-    flags |= c.ended;
-    c.ended = 0;
-  } else if (c.ended != 0) {
+    flags |= c.stopped;
+    c.stopped = 0;
+  } else if (c.stopped != 0) {
     return false;
   }
   c.refs.note(type, goid);
@@ -279,23 +281,34 @@ template <class P_>
 inline void trace_go_end(P_* pp, G* gp) {
   if (tracing()) [[unlikely]] {
     // The exit of the goroutine the P's last go_start started waits for
-    // the next record (trace_cursor::ended).
+    // the next record (trace_cursor::stopped).
     trace_cursor& c = pp->trace;
-    if (gp->goid == c.refs.run && c.ended == 0)
-      c.ended = trace_rec_ended;
+    if (gp->goid == c.refs.run && c.stopped == 0)
+      c.stopped = trace_rec_stopped;
     else
       trace_go_end_slow(gp);
   }
 }
+// A park's reason + 1 fits the 8-bit aux of a short go_start.
+static_assert(std::uint32_t(wait_reason::context) < 255);
 template <class P_>
 inline void trace_go_park(P_* pp, G* gp) {
-  if (tracing()) [[unlikely]]
-    if (pp == nullptr ||
-        !trace_put_short(
-            pp->trace, trace_ev::go_park, gp->goid,
-            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed))))
-      trace_go_park_slow(gp);
+  if (tracing()) [[unlikely]] {
+    // Likewise a park (pp is null in a blocking call: out of line).
+    if (pp != nullptr) {
+      trace_cursor& c = pp->trace;
+      if (gp->goid == c.refs.run && c.stopped == 0) {
+        c.stopped =
+            trace_rec_stopped |
+            (std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 1)
+                << 8;
+        return;
+      }
+    }
+    trace_go_park_slow(gp);
+  }
 }
+
 template <class P_>
 inline void trace_go_create(P_* pp, G* gp, G* parent) {
   if (tracing()) [[unlikely]] {
