@@ -4,9 +4,13 @@
 // and writes Chrome Trace Event JSON.
 //
 // Cost while tracing is off: every hook is an inline function that loads
-// one global flag (relaxed) and branches over a call to its out-of-line,
-// cold recorder; the arguments are the pointers the caller already holds,
-// so nothing is computed for a trace that is not taken.
+// one global flag (relaxed) and branches over its recording code; the
+// arguments are the pointers the caller already holds, so nothing is
+// computed for a trace that is not taken. While tracing, the hooks of the
+// switch path (start, exit, park, spawn, wake-up) write their usual 4-byte
+// record inline (a few loads, one store); the rest, and whatever those
+// cannot write (a clock read, a long record, a new chunk), go to the
+// out-of-line recorders in trace.cpp.
 //
 // A yield (gosched, goyield) records nothing: the yielding goroutine is
 // queued and its M goes straight to schedule(), so the next go_start on
@@ -112,7 +116,10 @@ enum unpark_by : std::uint8_t {
 // record's time on its P (a park, an exit or a preemption is followed at
 // once by schedule(), whose go_start is timed; a P that finds no work
 // records proc_stop when it is released), which saves one clock read per
-// switch.
+// switch. A park or an exit of the running goroutine is not even a record
+// of its own when the P's next record is a short go_start: it rides in
+// that record's bit 6 and aux (trace_cursor::stopped), so a switch costs
+// one unit.
 // The decoded form (and the record of threads without a P, which have no
 // stream to derive from): 32 bytes. p: the P (-1: no P); m: the M's id
 // (UINT32_MAX: a plain thread). ts: raw trace_clock() ticks.
@@ -127,9 +134,6 @@ struct trace_event {
 };
 static_assert(sizeof(trace_event) == 32);
 
-// A P's write position in its current chunk (owner-only). pos == end means
-// "take a new chunk"; both are null while tracing is off. m, site_*: what
-// the stream last said (proc_m, go_site), so repeats are not recorded.
 // The reference goids of short records (see "A P's records"), kept alike
 // by the recorder (trace_cursor) and the decoder along a P's stream. A
 // park, an exit or a preemption is the running goroutine's, so it refers
@@ -151,6 +155,10 @@ struct trace_goid_refs {
   }
 };
 
+// A P's write position in its current chunk (owner-only, but for lim).
+// pos == end means "take a new chunk"; both are null while tracing is off.
+// m, site_*: what the stream last said (proc_m, go_site), so repeats are
+// not recorded.
 struct trace_cursor {
   std::uint32_t* pos = nullptr;  // records are 1, 2, 4 or 6 units of 4 bytes
   std::uint32_t* end = nullptr;
