@@ -293,6 +293,18 @@ const std::vector<json>& check_wellformed(const json& doc) {
   return evs->arr;
 }
 
+// Calls fn(ph, e, ts) for each event on the P tracks (pid 1), metadata
+// left out, in file order.
+template <class F>
+void on_p_tracks(const std::vector<json>& evs, F fn) {
+  for (const json& e : evs) {
+    std::string ph = field(e, "ph");
+    const json* pid = e.get("pid");
+    if (ph == "M" || pid == nullptr || pid->num != 1) continue;
+    fn(ph, e, e.get("ts")->num);
+  }
+}
+
 // Runs body as goro::run's main goroutine at `procs` Ps, traced into
 // `path`; returns the file, parsed.
 json traced_run(const std::string& path, int procs,
@@ -536,11 +548,7 @@ TEST(Trace, TimesFollowTheClock) {
   double first_b[2] = {-1, -1}, last_e[2] = {-1, -1};
   int open = -1;
   double sleep_park = -1, wake_b = -1;
-  for (const json& e : evs) {
-    std::string ph = field(e, "ph");
-    const json* pid = e.get("pid");
-    if (ph == "M" || pid == nullptr || pid->num != 1) continue;  // P tracks
-    double ts = e.get("ts")->num;
+  on_p_tracks(evs, [&](const std::string& ph, const json& e, double ts) {
     if (ph == "B") {
       open = -1;
       for (int k = 0; k < 2; k++)
@@ -558,7 +566,7 @@ TEST(Trace, TimesFollowTheClock) {
     if (ph == "B" && narg(e, "goid") == double(sleeper) && sleep_park >= 0 &&
         wake_b < 0)
       wake_b = ts;
-  }
+  });
   for (int k = 0; k < 2; k++) {
     ASSERT_GE(first_b[k], 0) << "no slice of the " << spin_ms[k] << " ms spin";
     ASSERT_GE(last_e[k], first_b[k]);
@@ -654,18 +662,14 @@ TEST(Trace, BurstsAreInterpolatedAndLongSlicesKeepTheirLength) {
   EXPECT_EQ(narg_of(*other, "interpolated"), double(st.interpolated));
   // The spinner's longest slice on the P track.
   double longest = 0, begin = -1;
-  for (const json& e : evs) {
-    std::string ph = field(e, "ph");
-    const json* pid = e.get("pid");
-    if (ph == "M" || pid == nullptr || pid->num != 1) continue;
-    double ts = e.get("ts")->num;
+  on_p_tracks(evs, [&](const std::string& ph, const json& e, double ts) {
     if (ph == "B")
       begin = narg(e, "goid") == double(spinner) ? ts : -1;
     else if (ph == "E" && begin >= 0) {
       longest = std::max(longest, ts - begin);
       begin = -1;
     }
-  }
+  });
   ASSERT_GT(spinner, 0u);
   ASSERT_GE(spun_us, 5000);
   // At least the spin, less 50 us of rounding and the interpolated start's
@@ -880,11 +884,7 @@ TEST(Trace, ExitsEndTheirSlicesWhereTheyHappen) {
   std::vector<double> begin(links, -1), end(links, -1);
   double main_after = -1;  // main's first slice after the chain began
   int open = -1;
-  for (const json& e : evs) {
-    std::string ph = field(e, "ph");
-    const json* pid = e.get("pid");
-    if (ph == "M" || pid == nullptr || pid->num != 1) continue;  // P tracks
-    double ts = e.get("ts")->num;
+  on_p_tracks(evs, [&](const std::string& ph, const json& e, double ts) {
     if (ph == "B") {
       double g = narg(e, "goid");
       auto it = link_of.find(g);
@@ -896,7 +896,7 @@ TEST(Trace, ExitsEndTheirSlicesWhereTheyHappen) {
       end[open] = ts;
       open = -1;
     }
-  }
+  });
   for (int i = 0; i < links; i++) {
     ASSERT_GE(begin[i], 0) << "no slice of link " << i;
     ASSERT_GE(end[i], begin[i]) << "link " << i;
