@@ -859,25 +859,44 @@ TEST(Trace, GoidsFarApartAndCloseTogetherDecode) {
 // P finds nothing to run, before its proc_stop. Either way its slice ends
 // where it exited: each link of a chain before the next begins, and the
 // last one right away, not when the P runs again 30 ms later.
-void chain_link(int n, std::vector<std::uint64_t>* ids) {
-  ids->push_back(goro::goroutine_id());
-  if (n > 1) goro::go(chain_link, n - 1, ids);
+struct chain_state {
+  std::vector<std::uint64_t> ids;
+  std::atomic<bool> done{false};  // the last link's last store
+  goro::wait_group wg;
+};
+void chain_link(int n, chain_state* st) {
+  st->ids.push_back(goro::goroutine_id());
+  if (n > 1) {
+    goro::go(chain_link, n - 1, st);
+    return;
+  }
+  st->done.store(true);
+  st->wg.done();
 }
 
 TEST(Trace, ExitsEndTheirSlicesWhereTheyHappen) {
   exact_clock exact("0");
   std::string path = tmp_path("exits.json");
   constexpr int links = 100;
-  std::vector<std::uint64_t> ids;
-  ids.reserve(links);
+  chain_state st;
+  st.ids.reserve(links);
+  st.wg.add(1);
   std::uint64_t main_goid = 0;
+  bool ran_before_wake = false;
   json doc = traced_run(path, 1, [&] {
     main_goid = goro::goroutine_id();
-    goro::go(chain_link, links, &ids);
-    // The chain runs while main sleeps (P=1), then the P is idle.
+    goro::go(chain_link, links, &st);
+    // The chain runs while main sleeps (P=1), then the P is idle: the gap
+    // whose start the last exit must mark. The wait_group, not the sleep,
+    // says the chain is over.
     goro::sleep(std::chrono::milliseconds(30));
+    ran_before_wake = st.done.load();
+    st.wg.wait();
   });
+  const std::vector<std::uint64_t>& ids = st.ids;
   ASSERT_EQ(ids.size(), std::size_t(links));
+  if (!ran_before_wake)
+    GTEST_SKIP() << "the chain took more than 30 ms: no idle gap to check";
   const auto& evs = check_wellformed(doc);
   std::map<double, int> link_of;
   for (int i = 0; i < links; i++) link_of[double(ids[i])] = i;

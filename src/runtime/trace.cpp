@@ -232,9 +232,7 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
   trace_ev type = reason1 == 0 ? trace_ev::go_end : trace_ev::go_park;
   std::uint32_t aux = reason1 == 0 ? 0 : reason1 - 1;
   // Its goid is refs.run's: a short record, if a unit is free.
-  if (c.pos != c.end)
-    *c.pos++ = std::uint32_t(type) | rec_short | aux << rec_field_shift;
-  else
+  if (!trace_put_short(c, type, c.refs.run, aux))
     put_timed(pp, type, c.refs.run, aux, tclock::none);
 }
 

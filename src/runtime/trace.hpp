@@ -77,9 +77,8 @@ enum unpark_by : std::uint8_t {
 // A short record is an untimed or interpolated goroutine record (types up
 // to 31, bit 5 set): bits 0-4 the type, bit 6 (go_start only) "the
 // goroutine of the P's last go_start exited (aux 0) or parked (aux: the
-// reason + 1) just before", bit 7
-// "interpolated", bits 8-15 the
-// aux value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
+// reason + 1) just before", bit 7 "interpolated", bits 8-15 the aux
+// value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
 // for go_park, go_end and go_preempt, the goid of the P's last go_start;
 // for go_create, go_start, go_unpark and steal, that of the P's last record
 // of one of these four), taken when that fits 16 bits signed and the aux
@@ -231,8 +230,8 @@ constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
 
 // The recording fast path, inline in the hooks of the switch path (start,
 // end, park, create): a short record, written if a unit is free (pos ==
-// end also while the P has no chunk), the goid is within 2^15 of the P's
-// previous goroutine record's and aux fits 8 bits. Else nothing is written
+// end also while the P has no chunk), the goid is within 2^15 of its
+// reference (trace_goid_refs) and aux fits 8 bits. Else nothing is written
 // and the hook calls its out-of-line recorder, which takes a chunk, reads
 // the clock or writes a longer record.
 // A go_start also carries a pending exit or park (trace_cursor::stopped:
@@ -285,36 +284,33 @@ inline void trace_go_start(P_* pp, G* gp) {
     if (!trace_put_burst(pp->trace, trace_ev::go_start, gp->goid, 0))
       trace_go_start_slow(gp);
 }
+// The exit or park of the goroutine the P's last go_start started waits
+// for the P's next record (trace_cursor::stopped); false (the caller
+// records it out of line) for another goroutine or with one already
+// waiting. reason1: the wait reason + 1, 0 for an exit.
+[[gnu::always_inline]] inline bool trace_hold_stop(trace_cursor& c,
+                                                   std::uint64_t goid,
+                                                   std::uint32_t reason1) {
+  if (goid != c.refs.run || c.stopped != 0) return false;
+  c.stopped = trace_rec_stopped | reason1 << 8;
+  return true;
+}
 template <class P_>
 inline void trace_go_end(P_* pp, G* gp) {
-  if (tracing()) [[unlikely]] {
-    // The exit of the goroutine the P's last go_start started waits for
-    // the next record (trace_cursor::stopped).
-    trace_cursor& c = pp->trace;
-    if (gp->goid == c.refs.run && c.stopped == 0)
-      c.stopped = trace_rec_stopped;
-    else
-      trace_go_end_slow(gp);
-  }
+  if (tracing()) [[unlikely]]
+    if (!trace_hold_stop(pp->trace, gp->goid, 0)) trace_go_end_slow(gp);
 }
 // A park's reason + 1 fits the 8-bit aux of a short go_start.
 static_assert(std::uint32_t(wait_reason::context) < 255);
 template <class P_>
 inline void trace_go_park(P_* pp, G* gp) {
-  if (tracing()) [[unlikely]] {
-    // Likewise a park (pp is null in a blocking call: out of line).
-    if (pp != nullptr) {
-      trace_cursor& c = pp->trace;
-      if (gp->goid == c.refs.run && c.stopped == 0) {
-        c.stopped =
-            trace_rec_stopped |
-            (std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 1)
-                << 8;
-        return;
-      }
-    }
-    trace_go_park_slow(gp);
-  }
+  // pp is null in a blocking call: out of line.
+  if (tracing()) [[unlikely]]
+    if (pp == nullptr ||
+        !trace_hold_stop(
+            pp->trace, gp->goid,
+            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 1))
+      trace_go_park_slow(gp);
 }
 
 template <class P_>
