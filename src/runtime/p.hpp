@@ -39,6 +39,10 @@ struct P {
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;
+  // sysmon asked the P's goroutine to yield for this slice, at dispatch
+  // sysmon_asked_nrun (see retake: a runnext chain is asked once a slice).
+  bool sysmon_asked = false;
+  std::uint64_t sysmon_asked_nrun = 0;
   // sysmon's view of nrun for the long-running report. Unlike schedtick,
   // nrun moves on every dispatch, a runnext chain's included (its links
   // share one time slice), so an nrun unchanged since sysmon_nrunwhen

@@ -141,9 +141,19 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
     bool sysretake = false;
     if (s == p_running || s == p_syscall) {
       std::uint32_t t = pp->schedtick.load(std::memory_order_relaxed);
+      std::uint64_t r = pp->nrun.load(std::memory_order_relaxed);
       if (pp->sysmon_schedtick != t) {
         pp->sysmon_schedtick = t;
         pp->sysmon_schedwhen = now;
+        pp->sysmon_asked = false;
+      } else if (pp->sysmon_asked && pp->sysmon_asked_nrun != r) {
+        // The goroutine asked to yield has switched out, and the P's next
+        // goroutine inherited the slice (runnext: a spawn chain, a pair
+        // handing off through channels). Its slice counts from now: the
+        // chain is asked once a slice, as any goroutine, not on every round
+        // (20 us apart once the slice is over, each request a signal).
+        pp->sysmon_schedwhen = now;
+        pp->sysmon_asked = false;
       }
       // The goroutine running there now may still be running when its
       // slice ends: sysmon must look again by then.
@@ -152,7 +162,6 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
         *next_slice_end = end;
       // The long-running report times one goroutine's run, not the time
       // slice: a runnext chain shares a slice but reaches safe points.
-      std::uint64_t r = pp->nrun.load(std::memory_order_relaxed);
       if (pp->sysmon_nrun != r) {
         pp->sysmon_nrun = r;
         pp->sysmon_nrunwhen = now;
@@ -165,6 +174,10 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
         report_long_running(pp, r, now - pp->sysmon_nrunwhen);
       }
       if (end <= now) {
+        // Asked again on each round while the same goroutine runs on (it
+        // may be where a request cannot take effect yet).
+        pp->sysmon_asked = true;
+        pp->sysmon_asked_nrun = r;
         preemptone(pp);
         // In a syscall, preemptone does nothing: retake the P instead.
         sysretake = true;
