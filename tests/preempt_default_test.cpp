@@ -404,13 +404,12 @@ TEST(PreemptDefault, RunnextChainIsAskedToYieldOncePerSlice) {
     goro::chan<void> done = goro::make_chan<void>();
     goro::go(chain_link, t0 + 200ms, done);
     done.recv();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                  clk::now() - t0)
-                  .count();
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0)
+            .count();
     goro::runtime_stats s = goro::stats();
-    std::uint64_t yielded =
-        s.preempted_cooperative + s.preempted_async -
-        (s0.preempted_cooperative + s0.preempted_async);
+    std::uint64_t yielded = s.preempted_cooperative + s.preempted_async -
+                            (s0.preempted_cooperative + s0.preempted_async);
     goro::debug::set_time_slice(prev);
     EXPECT_GE(s.preempt_requests - s0.preempt_requests, 1u)
         << "the chain ran " << ms << " ms";

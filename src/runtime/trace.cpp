@@ -227,10 +227,11 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
 // short go_start.
 [[gnu::noinline]] void flush_stop(P* pp) {
   trace_cursor& c = pp->trace;
-  std::uint32_t reason1 = c.stopped >> rec_field_shift;
+  std::uint32_t code = c.stopped >> trace_stop_shift;
   c.stopped = 0;
-  trace_ev type = reason1 == 0 ? trace_ev::go_end : trace_ev::go_park;
-  std::uint32_t aux = reason1 == 0 ? 0 : reason1 - 1;
+  trace_ev type =
+      code == trace_stop_exit ? trace_ev::go_end : trace_ev::go_park;
+  std::uint32_t aux = code == trace_stop_exit ? 0 : code - 2;
   // Its goid is refs.run's: a short record, if a unit is free.
   if (!trace_put_short(c, type, c.refs.run, aux))
     put_timed(pp, type, c.refs.run, aux, tclock::none);
@@ -719,6 +720,15 @@ std::vector<trace_event> decode() {
       }
       pending = evs.size();
     };
+    // The exit (code 1) or park (2 + the reason) of the P's running
+    // goroutine, folded into a later unit (trace_cursor::stopped).
+    auto push_stop = [&](std::uint32_t code, std::uint64_t ts) {
+      bool exit = code == trace_stop_exit;
+      evs.push_back(widen(exit ? trace_ev::go_end : trace_ev::go_park, ts,
+                          st.refs.run, std::uint16_t(exit ? 0 : code - 2),
+                          std::int16_t(p), st.m, st.running));
+      st.running = 0;
+    };
     std::uintptr_t site_entry = 0, site_gopc = 0;
     for (auto& [seq, ch] : st.chunks) {
       auto* r = reinterpret_cast<const std::uint32_t*>(ch);
@@ -731,22 +741,26 @@ std::vector<trace_event> decode() {
         if (u == 0) break;  // trace_ev::none: the chunk's unused tail
         std::uint64_t w, field, goid;
         trace_ev type;
+        // A stop folded into this unit (trace_cursor::stopped): its code,
+        // and whether the unit is also the go_start of its goroutine.
+        std::uint32_t stop = 0;
+        bool starts = false;
         if (u & rec_short) {
           // One unit: no time, an 8-bit aux, the goid as a difference.
-          w = u & ~std::uint32_t(trace_rec_stopped);  // bit 6 is not "wide"
+          w = u & ~std::uint32_t(trace_rec_started);  // bit 6 is not "wide"
           type = trace_ev(u & (rec_type_mask & ~std::uint64_t(rec_short)));
           field = (u >> rec_field_shift) & 0xff;
           goid = st.refs.ref(type) +
                  std::uint64_t(std::int64_t(std::int16_t(u >> 16)));
-          if (u & trace_rec_stopped) {
-            // The exit (aux 0) or park (aux: reason + 1) of the P's
-            // running goroutine, folded into this start: untimed, it
-            // takes the start's time.
-            evs.push_back(
-                widen(field == 0 ? trace_ev::go_end : trace_ev::go_park, 0,
-                      st.refs.run, std::uint16_t(field == 0 ? 0 : field - 1),
-                      std::int16_t(p), st.m, st.running));
-            st.running = 0;
+          if (type == trace_ev::go_start || (u & trace_rec_started)) {
+            stop = u >> trace_stop_shift & 0x3f;
+            field &= (1u << (trace_stop_shift - rec_field_shift)) - 1;
+            starts = type != trace_ev::go_start;
+          }
+          if (type == trace_ev::go_start && stop != 0) {
+            // The exit or park of the P's running goroutine, folded into
+            // this start: untimed, it takes the start's time.
+            push_stop(stop, 0);
             field = 0;
           }
         } else {
@@ -826,6 +840,17 @@ std::vector<trace_event> decode() {
             break;
           default:
             break;
+        }
+        if (starts) {
+          // The unit also says that the goroutine it created or woke was
+          // the P's next start, after the stop of the one before it: both
+          // at this unit's time.
+          std::uint64_t same = interpolated_rec ? interp_mark : 0;
+          if (stop != 0) push_stop(stop, same);
+          st.refs.note(trace_ev::go_start, goid);
+          evs.push_back(widen(trace_ev::go_start, same, goid, 0,
+                              std::int16_t(p), st.m, st.running));
+          st.running = goid;
         }
       }
     }

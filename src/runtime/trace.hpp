@@ -75,15 +75,22 @@ enum unpark_by : std::uint8_t {
 // the trace clock ticks since the P's previous timed record; of an untimed
 // one (go_park, go_end, go_preempt) or an interpolated one, its aux value.
 // A short record is an untimed or interpolated goroutine record (types up
-// to 31, bit 5 set): bits 0-4 the type, bit 6 (go_start only) "the
-// goroutine of the P's last go_start exited (aux 0) or parked (aux: the
-// reason + 1) just before", bit 7 "interpolated", bits 8-15 the aux
-// value, bits 16-31 the goid minus a reference goid (trace_goid_refs:
-// for go_park, go_end and go_preempt, the goid of the P's last go_start;
-// for go_create, go_start, go_unpark and steal, that of the P's last record
-// of one of these four), taken when that fits 16 bits signed and the aux
-// value 8 bits: the goroutines of a P's switches are mostly a few ids
-// apart, so most records cost 4 bytes of fresh memory.
+// to 31, bit 5 set): bits 0-4 the type, bit 7 "interpolated", bits 8-15
+// the aux value, bits 16-31 the goid minus a reference goid
+// (trace_goid_refs: for go_park, go_end and go_preempt, the goid of the
+// P's last go_start; for go_create, go_start, go_unpark and steal, that of
+// the P's last record of one of these four), taken when that fits 16 bits
+// signed and the aux value 8 bits: the goroutines of a P's switches are
+// mostly a few ids apart, so most records cost 4 bytes of fresh memory.
+// Two folds make a switch cheaper still (trace_cursor::stopped, ::woke):
+// - a go_start's aux bits 10-15 say that the goroutine of the P's last
+//   go_start stopped just before: 1 it exited, 2 + r it parked with wait
+//   reason r (0: nothing folded; bits 8-9 are 0);
+// - a go_create or go_unpark (aux 0-3: who woke it) with bit 6 set is also
+//   the go_start of the same goroutine, the P's next record, with the
+//   stop of the goroutine before it in bits 10-15 as in a go_start: a
+//   spawn chain's step or a channel hand-off is then one unit, not two.
+// Bit 6 is clear in every other short record.
 // A wide record is a word followed by a second word: the time in full (56
 // bits; 0 for an untimed record) and goid bits 32-39 (a goid of 2^40 or
 // more is shown truncated); its field is the aux value. Wide: a timed
@@ -117,8 +124,9 @@ enum unpark_by : std::uint8_t {
 // records proc_stop when it is released), which saves one clock read per
 // switch. A park or an exit of the running goroutine is not even a record
 // of its own when the P's next record is a short go_start: it rides in
-// that record's bit 6 and aux (trace_cursor::stopped), so a switch costs
-// one unit.
+// that record's aux (trace_cursor::stopped), so a switch costs one unit,
+// and none when the goroutine started is the one the P's last unit
+// created or woke (that unit says so, trace_cursor::woke).
 // The decoded form (and the record of threads without a P, which have no
 // stream to derive from): 32 bytes. p: the P (-1: no P); m: the M's id
 // (UINT32_MAX: a plain thread). ts: raw trace_clock() ticks.
@@ -175,11 +183,17 @@ struct trace_cursor {
   std::uintptr_t site_gopc = 0;
   trace_goid_refs refs;
   // The goroutine of refs.run has stopped (exited or parked) and its
-  // go_end or go_park is not written yet: trace_rec_stopped, with the
-  // park's reason + 1 in bits 8-15 (0: an exit). The next go_start's short
-  // record carries it (a switch is then one unit); any other record writes
-  // it first, as a record of its own (flush_stop in trace.cpp). Else 0.
+  // go_end or go_park is not written yet: the stop's code (1: an exit, 2 +
+  // the wait reason: a park) at bits 10-15 (trace_stop_shift), as a short
+  // go_start carries it. The next go_start's short record carries it (a
+  // switch is then one unit); any other record writes it first, as a
+  // record of its own (flush_stop in trace.cpp). Else 0.
   std::uint32_t stopped = 0;
+  // Where the P's last short go_create or go_unpark (always interpolated)
+  // was written: while that is still the P's last unit, the go_start of
+  // the same goroutine folds into it (trace_fold_start). Only compared
+  // with pos, never read through once pos has moved past it.
+  std::uint32_t* woke = nullptr;
 };
 
 extern std::atomic<bool> trace_on;
@@ -226,7 +240,16 @@ void trace_proc_stop_slow(P* pp);
 // The record layout's flag bits (see "A P's records").
 constexpr std::uint32_t trace_rec_short = 0x20;
 constexpr std::uint32_t trace_rec_interp = 0x80;
-constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
+// Bit 6 of a short go_create or go_unpark: the goroutine starts right
+// after (a folded go_start).
+constexpr std::uint32_t trace_rec_started = 0x40;
+// A folded stop's code in a short record's bits 10-15 (the top 6 bits of
+// its aux): 1 an exit, 2 + the wait reason a park.
+constexpr int trace_stop_shift = 10;
+constexpr std::uint32_t trace_stop_exit = 1;
+static_assert(std::uint32_t(wait_reason::context) + 2 < 64);
+// The aux of a short go_create or go_unpark (unpark_by) keeps to bits 8-9.
+static_assert(unpark_by_runtime < 4);
 
 // The recording fast path, inline in the hooks of the switch path (start,
 // end, park, create): a short record, written if a unit is free (pos ==
@@ -234,9 +257,10 @@ constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
 // reference (trace_goid_refs) and aux fits 8 bits. Else nothing is written
 // and the hook calls its out-of-line recorder, which takes a chunk, reads
 // the clock or writes a longer record.
-// A go_start also carries a pending exit or park (trace_cursor::stopped:
-// bit 6, and the park's reason + 1 as its aux); any other record leaves
-// that to the out-of-line recorders, which write it first.
+// A go_start also carries a pending exit or park (trace_cursor::stopped,
+// in its aux's top bits); any other record leaves that to the out-of-line
+// recorders, which write it first. A go_create or go_unpark is noted as
+// the unit a go_start may fold into (trace_cursor::woke).
 [[gnu::always_inline]] inline bool trace_put_unit(trace_cursor& c,
                                                   trace_ev type,
                                                   std::uint32_t flags,
@@ -251,6 +275,8 @@ constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
     return false;
   }
   c.refs.note(type, goid);
+  if (type == trace_ev::go_create || type == trace_ev::go_unpark)
+    c.woke = c.pos;
   *c.pos++ = std::uint32_t(type) | flags | trace_rec_short | aux << 8 |
              std::uint32_t(d) << 16;
   return true;
@@ -273,6 +299,23 @@ constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
          trace_put_unit(c, type, trace_rec_interp, goid, aux);
 }
 
+// A go_start folds into the P's last unit when that unit created or woke
+// the same goroutine in the current burst (trace_cursor::woke; the start
+// then shares its interpolated time, and carries the pending stop);
+// otherwise it is a unit of its own.
+[[gnu::always_inline]] inline bool trace_fold_start(trace_cursor& c,
+                                                    std::uint64_t goid) {
+  std::uint32_t* pos = c.pos;
+  if (reinterpret_cast<std::uintptr_t>(c.woke) + sizeof(std::uint32_t) !=
+          reinterpret_cast<std::uintptr_t>(pos) ||
+      goid != c.refs.last || pos >= __atomic_load_n(&c.lim, __ATOMIC_RELAXED))
+    return false;
+  *c.woke |= trace_rec_started | c.stopped;
+  c.stopped = 0;
+  c.woke = nullptr;  // a second start of it (after a yield) is a unit
+  c.refs.run = goid;
+  return true;
+}
 // The hooks: one flag test each when tracing is off. Those of the switch
 // path take the P their caller holds (null: none) and record inline when
 // they can; the others go out of line at once. The inline ones are
@@ -281,27 +324,27 @@ constexpr std::uint32_t trace_rec_stopped = 0x40;  // short go_start only
 template <class P_>
 inline void trace_go_start(P_* pp, G* gp) {
   if (tracing()) [[unlikely]]
-    if (!trace_put_burst(pp->trace, trace_ev::go_start, gp->goid, 0))
+    if (!trace_fold_start(pp->trace, gp->goid) &&
+        !trace_put_burst(pp->trace, trace_ev::go_start, gp->goid, 0))
       trace_go_start_slow(gp);
 }
 // The exit or park of the goroutine the P's last go_start started waits
 // for the P's next record (trace_cursor::stopped); false (the caller
 // records it out of line) for another goroutine or with one already
-// waiting. reason1: the wait reason + 1, 0 for an exit.
+// waiting. code: trace_stop_exit, or 2 + the wait reason.
 [[gnu::always_inline]] inline bool trace_hold_stop(trace_cursor& c,
                                                    std::uint64_t goid,
-                                                   std::uint32_t reason1) {
+                                                   std::uint32_t code) {
   if (goid != c.refs.run || c.stopped != 0) return false;
-  c.stopped = trace_rec_stopped | reason1 << 8;
+  c.stopped = code << trace_stop_shift;
   return true;
 }
 template <class P_>
 inline void trace_go_end(P_* pp, G* gp) {
   if (tracing()) [[unlikely]]
-    if (!trace_hold_stop(pp->trace, gp->goid, 0)) trace_go_end_slow(gp);
+    if (!trace_hold_stop(pp->trace, gp->goid, trace_stop_exit))
+      trace_go_end_slow(gp);
 }
-// A park's reason + 1 fits the 8-bit aux of a short go_start.
-static_assert(std::uint32_t(wait_reason::context) < 255);
 template <class P_>
 inline void trace_go_park(P_* pp, G* gp) {
   // pp is null in a blocking call: out of line.
@@ -309,7 +352,7 @@ inline void trace_go_park(P_* pp, G* gp) {
     if (pp == nullptr ||
         !trace_hold_stop(
             pp->trace, gp->goid,
-            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 1))
+            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 2))
       trace_go_park_slow(gp);
 }
 
