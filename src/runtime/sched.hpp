@@ -111,8 +111,12 @@ extern pmask timerpmask;  // P may have timers
 extern std::atomic<bool> runtime_started;
 extern M* allm;
 
+// Acquire (a plain load on x86): procresize fills allp[old..new) before
+// its store of the new count, and threads that do not stop with the world
+// (sysmon's retake and trace tick, stats, schedtrace) read allp[i] for i
+// below the count they load.
 inline std::int32_t gomaxprocs_now() {
-  return gomaxprocs_value.load(std::memory_order_relaxed);
+  return gomaxprocs_value.load(std::memory_order_acquire);
 }
 
 }  // namespace goro::rt
