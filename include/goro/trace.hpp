@@ -19,8 +19,9 @@
 // says how many).
 // Times: each P reads the TSC (or CLOCK_MONOTONIC) per event, except in
 // dense bursts of switches (events less than about a microsecond apart),
-// where the events of the next 128 bytes of a P's buffer (up to 32 of
-// them) take times interpolated between two clock reads (counted in
+// where the events of the next 128 bytes of a P's buffer (32 records; a
+// spawn or wake-up followed at once by the goroutine's start is one) take
+// times interpolated between two clock reads (counted in
 // otherData.interpolated and last_stats().interpolated).
 // A burst is cut at least once a millisecond, so an interpolated time is
 // off by at most the length of its window: a few microseconds in a burst,

@@ -227,14 +227,11 @@ void put_wide(trace_cursor& c, trace_ev type, std::uint64_t goid,
 // short go_start.
 [[gnu::noinline]] void flush_stop(P* pp) {
   trace_cursor& c = pp->trace;
-  std::uint32_t code = c.stopped >> trace_stop_shift;
+  trace_stop stop = trace_stop_of(c.stopped >> trace_stop_shift);
   c.stopped = 0;
-  trace_ev type =
-      code == trace_stop_exit ? trace_ev::go_end : trace_ev::go_park;
-  std::uint32_t aux = code == trace_stop_exit ? 0 : code - 2;
   // Its goid is refs.run's: a short record, if a unit is free.
-  if (!trace_put_short(c, type, c.refs.run, aux))
-    put_timed(pp, type, c.refs.run, aux, tclock::none);
+  if (!trace_put_short(c, stop.type, c.refs.run, stop.aux))
+    put_timed(pp, stop.type, c.refs.run, stop.aux, tclock::none);
 }
 
 [[gnu::noinline]] void put_timed(P* pp, trace_ev type, std::uint64_t goid,
@@ -723,9 +720,8 @@ std::vector<trace_event> decode() {
     // The exit (code 1) or park (2 + the reason) of the P's running
     // goroutine, folded into a later unit (trace_cursor::stopped).
     auto push_stop = [&](std::uint32_t code, std::uint64_t ts) {
-      bool exit = code == trace_stop_exit;
-      evs.push_back(widen(exit ? trace_ev::go_end : trace_ev::go_park, ts,
-                          st.refs.run, std::uint16_t(exit ? 0 : code - 2),
+      trace_stop stop = trace_stop_of(code);
+      evs.push_back(widen(stop.type, ts, st.refs.run, std::uint16_t(stop.aux),
                           std::int16_t(p), st.m, st.running));
       st.running = 0;
     };
@@ -761,7 +757,6 @@ std::vector<trace_event> decode() {
             // The exit or park of the P's running goroutine, folded into
             // this start: untimed, it takes the start's time.
             push_stop(stop, 0);
-            field = 0;
           }
         } else {
           if (k + 1 >= chunk_units) break;

@@ -247,7 +247,19 @@ constexpr std::uint32_t trace_rec_started = 0x40;
 // its aux): 1 an exit, 2 + the wait reason a park.
 constexpr int trace_stop_shift = 10;
 constexpr std::uint32_t trace_stop_exit = 1;
-static_assert(std::uint32_t(wait_reason::context) + 2 < 64);
+constexpr std::uint32_t trace_stop_park(wait_reason r) {
+  return std::uint32_t(r) + 2;
+}
+static_assert(trace_stop_park(wait_reason::context) < 64);
+// The record a stop's code stands for (recorder's flush_stop, decoder).
+struct trace_stop {
+  trace_ev type;
+  std::uint32_t aux;  // a park's wait reason
+};
+constexpr trace_stop trace_stop_of(std::uint32_t code) {
+  return code == trace_stop_exit ? trace_stop{trace_ev::go_end, 0}
+                                 : trace_stop{trace_ev::go_park, code - 2};
+}
 // The aux of a short go_create or go_unpark (unpark_by) keeps to bits 8-9.
 static_assert(unpark_by_runtime < 4);
 
@@ -349,10 +361,9 @@ template <class P_>
 inline void trace_go_park(P_* pp, G* gp) {
   // pp is null in a blocking call: out of line.
   if (tracing()) [[unlikely]]
-    if (pp == nullptr ||
-        !trace_hold_stop(
-            pp->trace, gp->goid,
-            std::uint32_t(gp->waitreason.load(std::memory_order_relaxed)) + 2))
+    if (pp == nullptr || !trace_hold_stop(pp->trace, gp->goid,
+                                          trace_stop_park(gp->waitreason.load(
+                                              std::memory_order_relaxed))))
       trace_go_park_slow(gp);
 }
 
