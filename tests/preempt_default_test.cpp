@@ -418,6 +418,63 @@ TEST(PreemptDefault, RunnextChainIsAskedToYieldOncePerSlice) {
   });
 }
 
+// Issue 29: two goroutines handing off through unbuffered channels at
+// GOMAXPROCS 1 share one time slice (each readies the other into runnext,
+// which inherits it), and channel operations are not preemption points. A
+// third goroutine yielding in a loop must still run about once a slice, as
+// in Go: when the chain's slice is over, the request sysmon made is
+// honoured at the chain's next switch. (A rule that restarted the slice at
+// every dispatch lost the request at each hand-off: gaps of up to 11
+// slices.) Cooperative: it holds with async preemption off too.
+TEST(PreemptDefault, HandOffPairLetsTheLocalQueueRunEachSlice) {
+  constexpr auto slice = 20ms;
+  std::vector<clk::time_point> runs;
+  runs.reserve(1 << 16);
+  clk::time_point t0, t1;
+  goro::run(procs(1), [&] {
+    auto prev = goro::debug::set_time_slice(slice);
+    std::atomic<bool> stop{false};
+    goro::chan<int> ping = goro::make_chan<int>();
+    goro::chan<int> pong = goro::make_chan<int>();
+    goro::wait_group wg;
+    wg.add(3);
+    t0 = clk::now();
+    goro::go([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        ping.send(1);
+        pong.recv();
+      }
+      ping.close();
+      wg.done();
+    });
+    goro::go([&] {
+      while (std::optional<int> v = ping.recv()) pong.send(*v);
+      wg.done();
+    });
+    goro::go([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (runs.size() < runs.capacity()) runs.push_back(clk::now());
+        goro::gosched();
+      }
+      wg.done();
+    });
+    goro::sleep(600ms);
+    t1 = clk::now();
+    stop.store(true);
+    wg.wait();
+    goro::debug::set_time_slice(prev);
+  });
+  ASSERT_FALSE(runs.empty());
+  auto worst = runs.front() - t0;
+  for (std::size_t i = 1; i < runs.size(); i++)
+    worst = std::max(worst, runs[i] - runs[i - 1]);
+  auto ms = [](clk::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  EXPECT_LE(worst, 3 * slice) << runs.size() << " runs in " << ms(t1 - t0)
+                              << " ms; worst gap " << ms(worst) << " ms";
+}
+
 // A SIGURG handler the program installed before goro started (e.g. for
 // out-of-band socket data) is still called for every SIGURG, while goro
 // uses the same signal to preempt.
