@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <goro/chan.hpp>
 #include <goro/debug.hpp>
 #include <goro/goro.hpp>
@@ -323,21 +324,24 @@ void guarded_spin(std::chrono::milliseconds d) {
 
 TEST(PreemptDefault, LongRunningGoroutineIsReportedOnce) {
   SKIP_UNDER_TSAN();
-  testing::internal::CaptureStderr();
-  goro::run(procs(2), [] {
-    goro::chan<void> done = goro::make_chan<void>();
-    goro::go([done]() mutable {
-      guarded_spin(300ms);
-      done.close();
-    });
-    done.recv();
-  });
-  std::string err = testing::internal::GetCapturedStderr();
-  std::size_t first = err.find("without a safe point");
-  ASSERT_NE(first, std::string::npos) << err;
-  EXPECT_EQ(err.find("without a safe point", first + 1), std::string::npos)
-      << err;
-  EXPECT_NE(err.find("preempt_guard"), std::string::npos) << err;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Asked for (off by default: a healthy program prints nothing).
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "longrunning=100", 1);
+        goro::run(procs(2), [] {
+          goro::chan<void> done = goro::make_chan<void>();
+          goro::go([done]() mutable {
+            guarded_spin(300ms);
+            done.close();
+          });
+          done.recv();
+        });
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0),
+      "^goro: goroutine [0-9]+ has run [0-9]+ ms without a safe point[^\n]*"
+      "preempt_guard[^\n]*\n$");
 }
 
 TEST(PreemptDefault, LongRunningReportOff) {
@@ -345,7 +349,7 @@ TEST(PreemptDefault, LongRunningReportOff) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("GORO_DEBUG", "longrunning=0", 1);
+        unsetenv("GORO_DEBUG");  // off by default
         goro::run(procs(2), [] {
           goro::chan<void> d = goro::make_chan<void>();
           goro::go([d]() mutable {
@@ -473,6 +477,49 @@ TEST(PreemptDefault, HandOffPairLetsTheLocalQueueRunEachSlice) {
   };
   EXPECT_LE(worst, 3 * slice) << runs.size() << " runs in " << ms(t1 - t0)
                               << " ms; worst gap " << ms(worst) << " ms";
+}
+
+// Issue 23: a goroutine whose time goes to code a request cannot
+// interrupt (libc's memset here) is signalled about once a slice, as Go
+// asks, not on every sysmon round (it was: ~2,500 signals a second at a
+// 10 ms slice, each one slowing the memset). Another goroutine is runnable
+// on the P all along, so sysmon keeps asking.
+__attribute__((noinline)) void fill(std::vector<char>& buf, int c) {
+  std::memset(buf.data(), c, buf.size());
+  asm volatile("" : : "r"(buf.data()) : "memory");
+}
+
+TEST(PreemptDefault, CodeThatCannotBeInterruptedIsSignalledOnceASlice) {
+  SKIP_UNDER_TSAN();
+  constexpr auto slice = 10ms;
+  std::uint64_t sent = 0;
+  long long ms = 0;
+  goro::run(procs(1), [&] {
+    auto prev = goro::debug::set_time_slice(slice);
+    std::vector<char> buf(64 << 20, 1);  // touched: no page faults below
+    std::atomic<bool> stop{false};
+    goro::wait_group wg;
+    wg.add(2);
+    goro::go([&] {
+      while (!stop.load(std::memory_order_relaxed)) goro::gosched();
+      wg.done();
+    });
+    goro::go([&] {
+      goro::debug::preempt_stats s0 = goro::debug::read_preempt_stats();
+      auto t0 = clk::now();
+      for (int i = 0; clk::now() - t0 < 300ms; i++) fill(buf, i);
+      ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0)
+              .count();
+      sent = goro::debug::read_preempt_stats().signals_sent - s0.signals_sent;
+      stop.store(true);
+      wg.done();
+    });
+    wg.wait();
+    goro::debug::set_time_slice(prev);
+  });
+  EXPECT_LE(sent, std::uint64_t(2 * ms / 10 + 5))
+      << sent << " signals in " << ms << " ms";
 }
 
 // A SIGURG handler the program installed before goro started (e.g. for

@@ -39,10 +39,11 @@ struct P {
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;
-  // sysmon asked the P's goroutine to yield for this slice, at dispatch
-  // sysmon_asked_nrun (see retake: a runnext chain is asked once a slice).
-  bool sysmon_asked = false;
-  std::uint64_t sysmon_asked_nrun = 0;
+  // When sysmon last asked this slice's goroutine to yield (0: not yet).
+  // It asks again only a whole slice later (Go's pace): a goroutine in
+  // code where a request cannot take effect (libc, a lock) is signalled
+  // about once a slice, not on every sysmon round.
+  std::int64_t sysmon_askedwhen = 0;
   // sysmon's view of nrun for the long-running report. Unlike schedtick,
   // nrun moves on every dispatch, a runnext chain's included (its links
   // share one time slice), so an nrun unchanged since sysmon_nrunwhen
@@ -57,6 +58,9 @@ struct P {
   std::int64_t sysmon_cpu = -1;
   std::int64_t sysmon_cpuwhen = 0;
   pid_t sysmon_cputid = 0;
+  // sysmon asked this P to switch goroutines (preemptone). Cleared by the
+  // next schedule(), which also ends a runnext chain's shared slice there
+  // (schedule.cpp, yield_runnext).
   std::atomic<bool> preempt{false};
 
   // The local run queue: a 256-slot ring owned by this P. Only the owner

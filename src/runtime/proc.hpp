@@ -28,7 +28,7 @@ struct debug_vars {
   int oslockpark = 1;
   // ms a goroutine may run without a safe point before sysmon reports
   // it (once per run); 0: never.
-  int longrunning = 100;
+  int longrunning = 0;  // off by default: Go has no such report
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;

@@ -3,6 +3,7 @@
 #include "runtime/schedule.hpp"
 
 #include "runtime/context.hpp"
+#include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/newproc.hpp"
@@ -53,6 +54,28 @@ void resetspinning() {
   wakep();
 }
 
+namespace {
+
+// sysmon asked this P to switch (P.preempt): the slice that the goroutine
+// in runnext would inherit is over. Queue it as a preempted goroutine is
+// queued (gosched_m's placement), so the local and global queues get
+// their turn: without this a pair that readies each other through runnext
+// would keep the slice forever, as channel operations are not preemption
+// points and execute clears each link's G.preempt. Once per slice at most.
+void yield_runnext(P* pp) {
+  G* next = pp->runnext.load(std::memory_order_relaxed);
+  if (next == nullptr || !pp->runnext.compare_exchange_strong(next, nullptr))
+    return;
+  if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
+    runqput(pp, next, false);
+  } else {
+    lock_guard lk(sched.lock);
+    globrunqput(next);
+  }
+}
+
+}  // namespace
+
 void schedule() {
   M* mp = getm();
   // A runtime lock held here was taken on a goroutine's stack and will
@@ -67,7 +90,10 @@ void schedule() {
   }
 top:
   P* pp = mp->p;
-  pp->preempt.store(false, std::memory_order_relaxed);
+  if (pp->preempt.load(std::memory_order_relaxed)) {
+    pp->preempt.store(false, std::memory_order_relaxed);
+    yield_runnext(pp);
+  }
   if (mp->spinning && !runqempty(pp))
     fatal("schedule: spinning with local work");
   bool inherit_time = false;

@@ -145,19 +145,20 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
       if (pp->sysmon_schedtick != t) {
         pp->sysmon_schedtick = t;
         pp->sysmon_schedwhen = now;
-        pp->sysmon_asked = false;
-      } else if (pp->sysmon_asked && pp->sysmon_asked_nrun != r) {
-        // The goroutine asked to yield has switched out, and the P's next
-        // goroutine inherited the slice (runnext: a spawn chain, a pair
-        // handing off through channels). Its slice counts from now: the
-        // chain is asked once a slice, as any goroutine, not on every round
-        // (20 us apart once the slice is over, each request a signal).
-        pp->sysmon_schedwhen = now;
-        pp->sysmon_asked = false;
+        pp->sysmon_askedwhen = 0;
       }
+      // Go's rule: a P whose schedtick has not moved for a slice is asked
+      // to switch. A runnext chain (a spawn chain, a pair handing off
+      // through channels) shares the slice, as in Go; the request is
+      // honoured at the chain's next switch (schedule's yield_runnext), or
+      // at the goroutine's next safe point. Until then it is repeated once
+      // a slice, not on every round: each request may be a signal.
+      std::int64_t from = pp->sysmon_askedwhen > pp->sysmon_schedwhen
+                              ? pp->sysmon_askedwhen
+                              : pp->sysmon_schedwhen;
       // The goroutine running there now may still be running when its
       // slice ends: sysmon must look again by then.
-      std::int64_t end = pp->sysmon_schedwhen + slice;
+      std::int64_t end = from + slice;
       if (s == p_running && (*next_slice_end == 0 || end < *next_slice_end))
         *next_slice_end = end;
       // The long-running report times one goroutine's run, not the time
@@ -174,11 +175,9 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
         report_long_running(pp, r, now - pp->sysmon_nrunwhen);
       }
       if (end <= now) {
-        // Asked again on each round while the same goroutine runs on (it
-        // may be where a request cannot take effect yet).
-        pp->sysmon_asked = true;
-        pp->sysmon_asked_nrun = r;
-        preemptone(pp);
+        // A request that found no goroutine (the thread between two, on
+        // g0) is made again at the next round.
+        if (preemptone(pp)) pp->sysmon_askedwhen = now;
         // In a syscall, preemptone does nothing: retake the P instead.
         sysretake = true;
       }
