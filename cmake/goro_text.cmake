@@ -3,7 +3,7 @@
 # emitted by goro's translation units) to `goro_text`, so that a program
 # linking the static library gets goro's code in one output section the
 # linker brackets with __start_goro_text/__stop_goro_text. Asynchronous
-# preemption (src/runtime/asyncpreempt.cpp) never interrupts code in there.
+# preemption (src/runtime/asyncsafepoint.cpp) never interrupts code in there.
 #
 #   cmake -DREADELF=... -DOBJCOPY=... -DARCHIVE=libgoro.a -P goro_text.cmake
 execute_process(

@@ -20,6 +20,11 @@
 //
 // So the scheduler resumes a preempted goroutine with the ordinary
 // goro_gogo, which "returns" into goro_async_resume.
+//
+// The offsets are asyncpreempt_offsets.h's, which the C++ side checks
+// against struct async_ctx at compile time.
+
+#include "runtime/asyncpreempt_offsets.h"
 
 	.text
 
@@ -67,35 +72,35 @@ goro_async_resume:
 	movq	%rbx, %rdi
 	movl	$-1, %eax
 	movl	$-1, %edx
-	cmpq	$0, 136(%rdi)
+	cmpq	$0, ASYNC_CTX_XSAVE(%rdi)
 	je	1f
-	xrstor64 192(%rdi)
+	xrstor64 ASYNC_CTX_SIZE(%rdi)
 	jmp	2f
-1:	fxrstor64 192(%rdi)
-2:	movq	0(%rdi), %rax
-	movq	8(%rdi), %rbx
-	movq	16(%rdi), %rcx
-	movq	24(%rdi), %rdx
-	movq	32(%rdi), %rsi
-	movq	40(%rdi), %rbp
-	movq	48(%rdi), %r8
-	movq	56(%rdi), %r9
-	movq	64(%rdi), %r10
-	movq	72(%rdi), %r11
-	movq	80(%rdi), %r12
-	movq	88(%rdi), %r13
-	movq	96(%rdi), %r14
-	movq	104(%rdi), %r15
-	movq	112(%rdi), %rsp
-	.cfi_def_cfa %rsp, 152
-	.cfi_offset %rip, -136
-	.cfi_offset %rdi, -152
+1:	fxrstor64 ASYNC_CTX_SIZE(%rdi)
+2:	movq	ASYNC_CTX_RAX(%rdi), %rax
+	movq	ASYNC_CTX_RBX(%rdi), %rbx
+	movq	ASYNC_CTX_RCX(%rdi), %rcx
+	movq	ASYNC_CTX_RDX(%rdi), %rdx
+	movq	ASYNC_CTX_RSI(%rdi), %rsi
+	movq	ASYNC_CTX_RBP(%rdi), %rbp
+	movq	ASYNC_CTX_R8(%rdi), %r8
+	movq	ASYNC_CTX_R9(%rdi), %r9
+	movq	ASYNC_CTX_R10(%rdi), %r10
+	movq	ASYNC_CTX_R11(%rdi), %r11
+	movq	ASYNC_CTX_R12(%rdi), %r12
+	movq	ASYNC_CTX_R13(%rdi), %r13
+	movq	ASYNC_CTX_R14(%rdi), %r14
+	movq	ASYNC_CTX_R15(%rdi), %r15
+	movq	ASYNC_CTX_SLOTS(%rdi), %rsp
+	.cfi_def_cfa %rsp, ASYNC_SLOTS_BELOW_SP
+	.cfi_offset %rip, -ASYNC_SLOT_RIP
+	.cfi_offset %rdi, -ASYNC_SLOT_RDI
 	popq	%rdi
 	.cfi_adjust_cfa_offset -8
 	.cfi_restore %rdi
 	popfq
 	.cfi_adjust_cfa_offset -8
-	ret	$128
+	ret	$ASYNC_RED_ZONE
 	.cfi_endproc
 	.size	goro_async_resume, .-goro_async_resume
 

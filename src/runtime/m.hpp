@@ -12,6 +12,18 @@
 
 namespace goro::rt {
 
+// Why the preemption signal's handler (asyncpreempt.cpp try_preempt) left
+// the goroutine running, stored in M::sig_why. sysmon's long-running
+// report indexes a table of explanations by it: keep the values dense.
+enum class sig_reject : int {
+  none = 0,                // preempted, or preemption not asked
+  not_preemptible_pc = 1,  // code that is not preemptible (goro's, a library's)
+  os_lock = 2,             // an OS lock held (deferred to its unlock)
+  guard = 3,               // a goro::preempt_guard, an M lock, or no P
+  runtime_lock = 4,        // a runtime lock held (goro_tls_nlocks)
+};
+constexpr int sig_reject_count = 5;
+
 struct P;
 
 struct M {
@@ -61,17 +73,15 @@ struct M {
   // another mask (inside a user's signal handler) is never preempted.
   std::uint64_t sigmask0 = 0;
   // Where the last preemption signal found this M's goroutine and why it
-  // could not preempt it there (sig_why: 0 preempted or not asked, 1 code
-  // that is not preemptible, 2 an OS lock held, 3 a preempt_guard, 4 a
-  // runtime lock held); read by sysmon's long-running report.
+  // could not preempt it there; read by sysmon's long-running report.
   std::atomic<std::uintptr_t> sig_pc{0};
-  std::atomic<int> sig_why{0};
+  std::atomic<sig_reject> sig_why{sig_reject::none};
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)
   // This thread's C++ exception globals (__cxa_get_globals()), fetched once
   // at thread start so a switch saves and restores them without a call.
   void* eh_globals = nullptr;
   // A dump's request for the frames this thread is running
-  // (signal_traceback, asyncpreempt.cpp): tb_state 0 idle, 1 asked (tb_g
+  // (signal_traceback, sigtraceback.cpp): tb_state 0 idle, 1 asked (tb_g
   // is the goroutine the dumper saw here), 2 the preemption signal's
   // handler is collecting, 3 done (tb_n pcs in tb_pcs, published with a
   // release store). Only the handler writes tb_pcs/tb_n; no allocation.

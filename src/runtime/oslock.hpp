@@ -21,7 +21,7 @@ bool oslock_counting();
 
 // Called by an unlock wrapper when gp's count of held OS locks returned to
 // zero while a preemption was asked for: the deferred asynchronous
-// preemption happens here (asyncpreempt.cpp). `ra` is the unlock's return
+// preemption happens here (asyncpreempt_pin.cpp). `ra` is the unlock's return
 // address, which must be in preemptible code.
 void oslock_preempt_point(G* gp, void* ra);
 

@@ -57,11 +57,17 @@ void report_long_running(P* pp, std::uint64_t nrun, std::int64_t ran_ns) {
   std::atomic_thread_fence(std::memory_order_acquire);
   if (pp->nrun.load(std::memory_order_relaxed) != nrun) return;
   std::uintptr_t pc = mp->sig_pc.load(std::memory_order_relaxed);
-  int why = mp->sig_why.load(std::memory_order_relaxed);
-  static const char* const whys[] = {
+  int why = static_cast<int>(mp->sig_why.load(std::memory_order_relaxed));
+  // Indexed by sig_reject.
+  static const char* const whys[sig_reject_count] = {
       "", " (in code that is not preemptible: goro's, a shared library's)",
       " (holding an OS lock)", " (inside a goro::preempt_guard)",
       " (holding a runtime lock: e.g. a move constructor a channel calls)"};
+  static_assert(int(sig_reject::none) == 0 &&
+                int(sig_reject::not_preemptible_pc) == 1 &&
+                int(sig_reject::os_lock) == 2 && int(sig_reject::guard) == 3 &&
+                int(sig_reject::runtime_lock) == 4 &&
+                int(sig_reject::runtime_lock) + 1 == sig_reject_count);
   std::string where;
   if (pc != 0) {
     symbol_info si = symbolize(pc);
@@ -77,7 +83,7 @@ void report_long_running(P* pp, std::uint64_t nrun, std::int64_t ran_ns) {
                "(GORO_DEBUG=longrunning=N sets the threshold in ms, 0 off)\n",
                static_cast<unsigned long long>(goid),
                static_cast<long long>(ran_ns / 1000000), where.c_str(),
-               why >= 0 && why < 5 ? whys[why] : "");
+               why >= 0 && why < sig_reject_count ? whys[why] : "");
   std::fflush(stderr);
 }
 
