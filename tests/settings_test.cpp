@@ -1,5 +1,5 @@
 // Issue 29: the settings read from the environment when the runtime starts
-// (GORO_TIMESLICE, GORO_STACK_SIZE) are parsed without
+// (GORO_TIMESLICE, GORO_STACK_SIZE, GORO_DEBUG) are parsed without
 // overflow: a number too large for its type, or one that only fits before
 // its unit is applied, is refused with a fatal error (exit code 2) instead
 // of wrapping into the allowed range. Each case runs in a child process
@@ -100,6 +100,33 @@ TEST(Settings, StackSizeTooLargeIsRefused) {
                        ": above the 1g \\(1 GiB\\) maximum");
   expect_refused("GORO_STACK_SIZE", "12q", "GORO_STACK_SIZE=12q: not a size");
   expect_accepted("GORO_STACK_SIZE", "64k");
+}
+
+// GORO_DEBUG's values are decimal numbers within int32; std::atoi read
+// 99999999999 as 1215752191 (and anything else as 0).
+TEST(Settings, DebugValueOutOfRangeIsRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const char* const bad[] = {"schedtrace=99999999999",
+                             "longrunning=2147483648",
+                             "oslockpark=18446744073709551617",
+                             "scheddetail=-1",
+                             "asyncpreemptsig=abc",
+                             "asyncpreemptoff=1x",
+                             "asyncpreempt="};
+  for (const char* v : bad)
+    expect_refused(
+        "GORO_DEBUG", v,
+        std::string("GORO_DEBUG=") + v + ": not a number in 0..2147483647");
+  // The pair at fault is named, not the whole list.
+  expect_refused("GORO_DEBUG", "oslockpark=1,schedtrace=99999999999",
+                 "GORO_DEBUG=schedtrace=99999999999: not a number");
+}
+
+TEST(Settings, DebugValuesInRangeAndUnknownKeysStillWork) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  expect_accepted("GORO_DEBUG", "longrunning=2147483647,oslockpark=0");
+  expect_accepted("GORO_DEBUG", "nosuchkey=99999999999999999999,x,=,");
+  expect_accepted("GORO_DEBUG", "");
 }
 
 // Timeouts and timers saturate to "never" rather than overflowing into the
