@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
                       rejected_case{"k", "not a size"},
                       rejected_case{"", "empty"},
                       rejected_case{"1gk", "not a size"},
-                      rejected_case{"99999999999999999999999", "not a size"},
+                      rejected_case{"99999999999999999999999", "above the 1g"},
                       rejected_case{"0", "below the 16k"},
                       rejected_case{"8k", "below the 16k"},
                       rejected_case{"16383", "below the 16k"},

@@ -7,12 +7,11 @@
 // a loop that never enters the runtime is interrupted too.
 #include "runtime/preempt.hpp"
 
-#include <errno.h>
-
 #include <cstdlib>
 #include <cstring>
 
 #include "runtime/asyncpreempt.hpp"
+#include "runtime/envparse.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/san.hpp"
@@ -34,23 +33,30 @@ void timeslice_init(std::int64_t opt_ns) {
   std::int64_t ns = opt_ns;
   const char* e = std::getenv("GORO_TIMESLICE");
   if (ns == 0 && e != nullptr) {
-    // A decimal number and a unit: ns, us, ms or s.
-    char* end = nullptr;
-    errno = 0;
-    unsigned long long v = std::strtoull(e, &end, 10);
-    std::int64_t unit = 0;
-    if (end != e && errno == 0) {
-      if (std::strcmp(end, "ns") == 0) unit = 1;
-      if (std::strcmp(end, "us") == 0) unit = 1000;
-      if (std::strcmp(end, "ms") == 0) unit = 1000 * 1000;
-      if (std::strcmp(end, "s") == 0) unit = 1000 * 1000 * 1000;
+    // A decimal number and a unit: ns, us, ms or s. A number that does not
+    // fit in 64 bits, or whose product with the unit does not fit in an
+    // int64, is longer than the maximum (never wrapped into range).
+    const char* p = e;
+    std::uint64_t v = 0;
+    num_parse r = parse_digits(&p, &v);
+    std::uint64_t unit = 0;
+    if (r != num_parse::not_number) {
+      if (std::strcmp(p, "ns") == 0) unit = 1;
+      if (std::strcmp(p, "us") == 0) unit = 1000;
+      if (std::strcmp(p, "ms") == 0) unit = 1000 * 1000;
+      if (std::strcmp(p, "s") == 0) unit = 1000 * 1000 * 1000;
     }
-    if (unit == 0 || *e < '0' || *e > '9' || v > 100ULL * 1000 * 1000 * 1000)
+    if (unit == 0)
       fatalf(
           "GORO_TIMESLICE=%s: not a duration (want a number and a unit, "
           "ns, us, ms or s, e.g. 1ms)",
           e);
-    ns = std::int64_t(v) * unit;
+    std::uint64_t product = 0;
+    if (r == num_parse::too_large ||
+        !mul_within(v, unit, std::uint64_t(INT64_MAX), &product))
+      fatalf("GORO_TIMESLICE=%s: %s", e,
+             time_slice_problem(max_time_slice_ns + 1));
+    ns = std::int64_t(product);
     if (const char* why = time_slice_problem(ns))
       fatalf("GORO_TIMESLICE=%s: %s", e, why);
   }

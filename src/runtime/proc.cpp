@@ -17,6 +17,7 @@
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
 #include "runtime/coarseclock.hpp"
+#include "runtime/envparse.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/nanotime.hpp"
 #include "runtime/netpoll.hpp"
@@ -48,10 +49,28 @@ namespace {
 // Go, e.g. TestBigGOMAXPROCS uses 1024).
 constexpr std::int32_t max_procs = 1024;
 
+// GORO_DEBUG's keys and the fields they set; another key is one more row.
+constexpr struct {
+  const char* name;
+  int debug_vars::*field;
+} debug_keys[] = {
+    {"schedtrace", &debug_vars::schedtrace},
+    {"scheddetail", &debug_vars::scheddetail},
+    {"asyncpreempt", &debug_vars::asyncpreempt},
+    {"asyncpreemptoff", &debug_vars::asyncpreemptoff},
+    {"asyncpreemptsig", &debug_vars::asyncpreemptsig},
+    {"asyncpreemptmain", &debug_vars::asyncpreemptmain},
+    {"asyncpreemptmigrate", &debug_vars::asyncpreemptmigrate},
+    {"oslockpark", &debug_vars::oslockpark},
+    {"longrunning", &debug_vars::longrunning},
+};
+
 void parse_debug() {
   const char* e = std::getenv("GORO_DEBUG");
   if (e == nullptr) return;
-  // Comma-separated name=value pairs, as GODEBUG.
+  // Comma-separated name=value pairs, as GODEBUG; unknown names are
+  // ignored. A known name's value is decimal digits within int32 (no sign
+  // or spaces); anything else is a fatal error, not read as some number.
   std::string s(e);
   std::size_t pos = 0;
   while (pos <= s.size()) {
@@ -61,16 +80,14 @@ void parse_debug() {
     std::size_t eq = kv.find('=');
     if (eq != std::string::npos) {
       std::string k = kv.substr(0, eq);
-      int v = std::atoi(kv.c_str() + eq + 1);
-      if (k == "schedtrace") debug.schedtrace = v;
-      if (k == "scheddetail") debug.scheddetail = v;
-      if (k == "asyncpreempt") debug.asyncpreempt = v;
-      if (k == "asyncpreemptoff") debug.asyncpreemptoff = v;
-      if (k == "asyncpreemptsig") debug.asyncpreemptsig = v;
-      if (k == "asyncpreemptmain") debug.asyncpreemptmain = v;
-      if (k == "asyncpreemptmigrate") debug.asyncpreemptmigrate = v;
-      if (k == "oslockpark") debug.oslockpark = v;
-      if (k == "longrunning") debug.longrunning = v;
+      for (const auto& key : debug_keys) {
+        if (k != key.name) continue;
+        const char* p = kv.c_str() + eq + 1;
+        std::uint64_t v = 0;
+        if (parse_digits(&p, &v) != num_parse::ok || *p != 0 || v > INT32_MAX)
+          fatalf("GORO_DEBUG=%s: not a number in 0..%d", kv.c_str(), INT32_MAX);
+        debug.*key.field = int(v);
+      }
     }
     pos = end + 1;
   }

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <new>
 
+#include "runtime/envparse.hpp"
 #include "runtime/g.hpp"
 #include "runtime/lock.hpp"
 #include "runtime/san.hpp"
@@ -206,13 +207,12 @@ const char* guard_name(guard_kind k) {
   return "none";
 }
 
-bool parse_stack_size(const char* s, std::size_t* bytes) {
-  if (s == nullptr || *s < '0' || *s > '9') return false;
-  std::size_t v = 0;
-  for (; *s >= '0' && *s <= '9'; s++) {
-    if (v > (SIZE_MAX - std::size_t(*s - '0')) / 10) return false;
-    v = v * 10 + std::size_t(*s - '0');
-  }
+bool parse_stack_size(const char* s, std::size_t* bytes, bool* too_large) {
+  if (too_large != nullptr) *too_large = false;
+  if (s == nullptr) return false;
+  std::uint64_t v = 0;
+  num_parse r = parse_digits(&s, &v);
+  if (r == num_parse::not_number) return false;
   int shift = 0;
   switch (*s) {
     case 0:
@@ -233,8 +233,13 @@ bool parse_stack_size(const char* s, std::size_t* bytes) {
       return false;
   }
   if (shift != 0 && *++s != 0) return false;  // one suffix, at the end
-  if (v > (SIZE_MAX >> shift)) return false;
-  *bytes = v << shift;
+  std::uint64_t b = 0;
+  if (r == num_parse::too_large ||
+      !mul_within(v, std::uint64_t(1) << shift, SIZE_MAX, &b)) {
+    if (too_large != nullptr) *too_large = true;  // a size, but too large
+    return false;
+  }
+  *bytes = std::size_t(b);
   return true;
 }
 
@@ -269,11 +274,16 @@ void stackinit(std::size_t requested_size, int requested_guard) {
     if (const char* e = std::getenv("GORO_STACK_SIZE")) {
       if (*e == 0)
         fatal("GORO_STACK_SIZE=: empty (unset it for the default, 256k)");
-      if (!parse_stack_size(e, &size))
+      bool too_large = false;
+      if (!parse_stack_size(e, &size, &too_large)) {
+        if (too_large)
+          fatalf("GORO_STACK_SIZE=%s: %s", e,
+                 stack_size_problem(max_stack_size + 1));
         fatalf(
             "GORO_STACK_SIZE=%s: not a size (want bytes, or a number with a "
             "k, m or g suffix for KiB, MiB or GiB, e.g. 256k)",
             e);
+      }
       if (const char* why = stack_size_problem(size))
         fatalf("GORO_STACK_SIZE=%s: %s", e, why);
     }

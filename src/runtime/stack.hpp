@@ -49,8 +49,11 @@ constexpr std::size_t max_stack_size = std::size_t(1) << 30;
 
 // Parses GORO_STACK_SIZE's syntax: decimal digits and an optional k/K, m/M
 // or g/G suffix (KiB, MiB, GiB). Nothing else: no sign, spaces, other
-// suffixes, empty string or overflow. Returns false if `s` is malformed.
-bool parse_stack_size(const char* s, std::size_t* bytes);
+// suffixes, empty string or overflow. Returns false if `s` is malformed,
+// or if its value does not fit in a size_t (then *too_large, if given, is
+// set: a size, but larger than any maximum).
+bool parse_stack_size(const char* s, std::size_t* bytes,
+                      bool* too_large = nullptr);
 // Why `bytes` cannot be the default stack size (below the minimum, above
 // the maximum), or nullptr if it can. Sizes are rounded up to whole pages.
 const char* stack_size_problem(std::size_t bytes);
