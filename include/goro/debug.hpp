@@ -71,6 +71,11 @@ struct preempt_stats {
   // locks, e.g. in the program's move constructor called by a channel
   // operation under the channel's lock: never preempted there (Go's rule).
   std::uint64_t deferred_runtime_lock;
+  // Signals sysmon sent to a thread it found off the CPUs for a goroutine's
+  // whole run (GORO_DEBUG=blockedsyscall), and the system calls the handler
+  // then found the thread blocked in and handed its P off from.
+  std::uint64_t blocked_signalled;
+  std::uint64_t blocked_handoffs;
 };
 preempt_stats read_preempt_stats();
 

@@ -43,6 +43,7 @@
 namespace goro::rt {
 
 std::atomic<bool> async_preempt_on{false};
+std::atomic<bool> blocked_handoff_on{false};
 async_preempt_counters async_preempt_stats;
 
 int preempt_sig = SIGURG;
@@ -54,6 +55,7 @@ namespace {
 
 struct sigaction old_action;
 bool supported = true;
+bool ranges_computed = false;  // compute_ranges succeeded (install_mu)
 
 // Stack a preempted goroutine must have left below its saved context, for
 // goro_async_resumed (and the sanitizer calls in it).
@@ -101,11 +103,19 @@ inline void raw_copy(void* dst, const void* src, std::size_t n) {
   asm volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
-// The handler's decision and copy. Async-signal-safe.
+// The handler's decision. Async-signal-safe.
 __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
-  if (!async_preempt_on.load(std::memory_order_relaxed)) return;
   G* gp = mp->curg.load(std::memory_order_relaxed);
-  if (gp == nullptr || !gp->preempt.load(std::memory_order_relaxed)) return;
+  if (gp == nullptr) return;
+  // A thread blocked in a system call goro was not told about loses its P
+  // (blockedsyscall.cpp), with preemption on or off.
+  if (blocked_handoff_on.load(std::memory_order_relaxed) &&
+      try_blocked_syscall(mp, gp, uc)) {
+    mp->sig_why.store(sig_reject::none, std::memory_order_relaxed);
+    return;
+  }
+  if (!async_preempt_on.load(std::memory_order_relaxed)) return;
+  if (!gp->preempt.load(std::memory_order_relaxed)) return;
   if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
   greg_t* r = uc->uc_mcontext.gregs;
   std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
@@ -135,24 +145,37 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
     async_preempt_stats.rejected_pc.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  if (!save_and_redirect(mp, gp, uc, async_entry_preempt)) return;
+  mp->sig_why.store(sig_reject::none, std::memory_order_relaxed);
+  async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+// The handler's copy: gp's context onto its stack, then the redirection to
+// g0. Async-signal-safe.
+__attribute__((no_sanitize_address)) bool save_and_redirect(M* mp, G* gp,
+                                                            ucontext_t* uc,
+                                                            async_entry kind) {
+  greg_t* r = uc->uc_mcontext.gregs;
   std::uint64_t mask;
   std::memcpy(&mask, &uc->uc_sigmask, sizeof mask);
-  if (mask != mp->sigmask0) return;  // inside a user's signal handler?
+  if (mask != mp->sigmask0) return false;  // in a user's signal handler?
   auto* fx = reinterpret_cast<unsigned char*>(uc->uc_mcontext.fpregs);
-  if (fx == nullptr) return;
+  if (fx == nullptr) return false;
   std::uint32_t magic1, xstate_size;
   std::memcpy(&magic1, fx + fx_sw_magic1, sizeof magic1);
   std::memcpy(&xstate_size, fx + fx_sw_xstate_size, sizeof xstate_size);
   bool xs = magic1 == fp_xstate_magic1;
   std::size_t fpsize = xs ? xstate_size : fxsave_size;
-  if (fpsize < fxsave_size || fpsize > max_xstate_size) return;
+  if (fpsize < fxsave_size || fpsize > max_xstate_size) return false;
   std::uintptr_t sp = std::uintptr_t(r[REG_RSP]);
-  if (sp > gp->stk.hi || sp <= gp->stk.lo) return;
+  if (sp > gp->stk.hi || sp <= gp->stk.lo) return false;
   std::uintptr_t slots = sp - ASYNC_SLOTS_BELOW_SP;
   std::uintptr_t ctxa = (slots - sizeof(async_ctx) - fpsize) &
                         ~std::uintptr_t(alignof(async_ctx) - 1);
   std::uintptr_t frame = ctxa - mcall_frame_size;
-  if (ctxa < gp->stk.lo + resume_headroom + mcall_frame_size) return;
+  if (ctxa < gp->stk.lo + resume_headroom + mcall_frame_size) return false;
 
   // The three slots goro_async_resume pops: rdi, RFLAGS, RIP.
   auto* s = reinterpret_cast<std::uint64_t*>(slots);
@@ -194,13 +217,14 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
   f[mcall_frame_ret] = reinterpret_cast<std::uint64_t>(&goro_async_resume) + 1;
   gp->sched_sp = reinterpret_cast<void*>(frame);
 
-  // Leave the handler onto g0: goro_async_preempt_entry(gp), with clean
+  // Leave the handler onto g0: goro_async_preempt_entry(gp, kind), with clean
   // flags (DF, TF clear) and the default floating-point state (MXCSR,
   // x87 control word; every XSAVE component in its initial state).
   r[REG_RIP] =
       greg_t(reinterpret_cast<std::uintptr_t>(&goro_async_preempt_entry));
   r[REG_RSP] = greg_t(reinterpret_cast<std::uintptr_t>(mp->g0_sp));
   r[REG_RDI] = greg_t(reinterpret_cast<std::uintptr_t>(gp));
+  r[REG_RSI] = greg_t(kind);
   r[REG_RBP] = 0;
   r[REG_EFL] = greg_t(rflags_default);
   std::uint32_t mxcsr = mxcsr_default;
@@ -211,9 +235,15 @@ __attribute__((no_sanitize_address)) void try_preempt(M* mp, ucontext_t* uc) {
     std::uint64_t bv = 0;  // XSTATE_BV: all components initial
     std::memcpy(fx + xsave_xstate_bv, &bv, sizeof bv);
   }
-  mp->sig_why.store(sig_reject::none, std::memory_order_relaxed);
-  async_preempt_stats.preempted.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
+
+async_ctx* saved_ctx(G* gp) {
+  auto* f = static_cast<std::uint64_t*>(gp->sched_sp);
+  return reinterpret_cast<async_ctx*>(f[mcall_frame_rbx]);
+}
+
+namespace {
 
 void sigpreempt(int sig, siginfo_t* si, void* uctx) {
   int saved_errno = errno;
@@ -238,29 +268,43 @@ void sigpreempt(int sig, siginfo_t* si, void* uctx) {
   errno = saved_errno;
 }
 
-bool install_locked() {
+// Installs the handler (for preemption, a dump's tracebacks and the
+// blocked-call hand-off); false where it cannot work (TSan). Caller holds
+// install_mu.
+bool install_handler_locked() {
   if (installed) return true;
 #ifdef GORO_HAVE_TSAN
   // TSan defers asynchronous signals to its next interceptor and hands the
   // handler a copy of the context, so the handler cannot redirect the
-  // thread: async preemption is off under TSan.
-  supported = false;
+  // thread: async preemption and the blocked-call hand-off are off under
+  // TSan.
+  return false;
 #endif
-  if (!supported) return false;
-  if (!compute_ranges()) {
-    supported = false;
-    return false;
-  }
+  compute_goro_code();
   self_pid = getpid();
   struct sigaction sa {};
   sa.sa_sigaction = sigpreempt;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
   sigfillset(&sa.sa_mask);
-  if (sigaction(preempt_sig, &sa, &old_action) != 0) {
+  if (sigaction(preempt_sig, &sa, &old_action) != 0) return false;
+  installed = true;
+  return true;
+}
+
+// The handler plus the preemptible ranges.
+bool install_locked() {
+  if (!supported) return false;
+  if (!ranges_computed) {
+    if (!compute_ranges()) {
+      supported = false;
+      return false;
+    }
+    ranges_computed = true;
+  }
+  if (!install_handler_locked()) {
     supported = false;
     return false;
   }
-  installed = true;
   return true;
 }
 
@@ -289,6 +333,12 @@ void asyncpreempt_init() {
   // On by default (GORO_DEBUG=asyncpreempt=0 starts with it off; the API
   // can still turn it on; asyncpreemptoff=1 keeps it off).
   if (debug.asyncpreempt > 0) asyncpreempt_set(true);
+  // The blocked-call hand-off needs the handler, not the ranges: it works
+  // with preemption off too (GORO_DEBUG=blockedsyscall=0 turns it off).
+  if (debug.blockedsyscall > 0) {
+    std::lock_guard<std::mutex> lk(install_mu);
+    if (install_handler_locked()) blocked_handoff_on.store(true);
+  }
 }
 
 bool asyncpreempt_set(bool on) {
@@ -299,12 +349,16 @@ bool asyncpreempt_set(bool on) {
   return prev;
 }
 
-void preemptM(M* mp, G* gp) {
-  if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
+void signalM(M* mp) {
   if (mp->procid == 0) return;
   if (mp->signal_pending.exchange(true)) return;
   async_preempt_stats.sent.fetch_add(1, std::memory_order_relaxed);
   syscall(SYS_tgkill, self_pid, mp->procid, preempt_sig);
+}
+
+void preemptM(M* mp, G* gp) {
+  if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running) return;
+  signalM(mp);
 }
 
 }  // namespace goro::rt
@@ -314,11 +368,12 @@ using namespace goro::rt;
 // On g0, in ordinary context, right after the handler's sigreturn: gp was
 // interrupted and its context saved on its stack. As mcall(gosched_m),
 // plus the pin to this thread.
-extern "C" [[noreturn]] void goro_async_preempted(G* gp) {
+extern "C" [[noreturn]] void goro_async_preempted(G* gp, long kind) {
   M* mp = getm();
   eh_save(mp, gp);
   san_leave_g(mp, gp, false);
   san_enter_g0(mp);
+  if (kind == async_entry_syscall) blocked_syscall_m(mp, gp);
   requeue_pinned(mp, gp);
 }
 

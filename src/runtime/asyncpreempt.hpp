@@ -24,8 +24,15 @@ struct async_preempt_counters {
   std::atomic<std::uint64_t> at_unlock{0};  // deferred ones done at unlock
   // Signals that found the thread holding a runtime lock (goro_tls_nlocks).
   std::atomic<std::uint64_t> deferred_runtime_lock{0};
+  // sysmon's signals to threads that it found off the CPUs in a goroutine's
+  // run (blockedsyscall.cpp), and the calls the handler then handed off.
+  std::atomic<std::uint64_t> blocked_signalled{0};
+  std::atomic<std::uint64_t> blocked_handoffs{0};
 };
 extern async_preempt_counters async_preempt_stats;
+// The handler hands the P of a thread blocked in a system call goro was
+// not told about to another thread (blockedsyscall.cpp); set at start-up.
+extern std::atomic<bool> blocked_handoff_on;
 
 // Start-up: applies GORO_DEBUG's asyncpreempt/asyncpreemptoff/
 // asyncpreemptsig settings (debug_vars) and installs the handler if on.

@@ -28,7 +28,7 @@
 
 	.text
 
-// [[noreturn]] goro_async_preempt_entry(G* gp), rsp = the M's g0_sp.
+// [[noreturn]] goro_async_preempt_entry(G* gp, long kind), rsp = the M's g0_sp.
 // Entered by the handler's sigreturn; the outermost frame of g0.
 	.globl	goro_async_preempt_entry
 	.hidden	goro_async_preempt_entry

@@ -84,6 +84,35 @@ bool pc_preemptible(std::uintptr_t pc);
 // cannot be told apart from it. Caller holds install_mu.
 bool compute_ranges();
 
+// asyncsafepoint.cpp. Records where goro's own code is (caller holds
+// install_mu, before the handler is installed); pc_in_goro is
+// async-signal-safe.
+void compute_goro_code();
+bool pc_in_goro(std::uintptr_t pc);
+
+// What the handler's redirection runs on g0 (goro_async_preempted's second
+// argument, left in rsi for goro_async_preempt_entry).
+enum async_entry : long {
+  async_entry_preempt = 0,  // requeue the goroutine (requeue_pinned)
+  async_entry_syscall = 1,  // run its blocked system call (blockedsyscall)
+};
+// asyncpreempt.cpp. In the handler: saves gp's interrupted context on its
+// stack and makes sigreturn land on g0 in goro_async_preempted(gp, kind);
+// false (nothing changed) if the context cannot be saved there.
+bool save_and_redirect(M* mp, G* gp, ucontext_t* uc, async_entry kind);
+// The context save_and_redirect saved for gp (through G.sched_sp).
+async_ctx* saved_ctx(G* gp);
+// Sends the preemption signal to mp's thread unless one is pending.
+void signalM(M* mp);
+
+// blockedsyscall.cpp. In the handler: if gp is blocked in (or about to
+// make) a system call the runtime was not told about, redirects it so that
+// g0 makes the call with the P handed off (then true).
+bool try_blocked_syscall(M* mp, G* gp, ucontext_t* uc);
+// On g0 after that redirection: the call, between entersyscall and
+// exitsyscall, then gp resumes on this thread.
+[[noreturn]] void blocked_syscall_m(M* mp, G* gp);
+
 // asyncpreempt_pin.cpp. On g0, gp just switched out: requeue it pinned to
 // mp's thread and schedule.
 [[noreturn]] void requeue_pinned(M* mp, G* gp);

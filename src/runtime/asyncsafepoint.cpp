@@ -181,6 +181,36 @@ bool compute_ranges() {
   return add_ranges_locked(std::move(v));
 }
 
+namespace {
+// goro's own code (async-signal-safe reads, as for ranges): the goro_text
+// section of the static library, or the shared library's executable
+// segments. Written once under install_mu before the handler is installed.
+pc_range goro_code[4];
+int ngoro_code = 0;
+}  // namespace
+
+void compute_goro_code() {
+  if (ngoro_code != 0) return;
+  if (__start_goro_text != nullptr && __stop_goro_text != nullptr) {
+    goro_code[0] = {reinterpret_cast<std::uintptr_t>(__start_goro_text),
+                    reinterpret_cast<std::uintptr_t>(__stop_goro_text)};
+    ngoro_code = 1;
+    return;
+  }
+  exe_info e;
+  e.want = reinterpret_cast<std::uintptr_t>(&goro_async_resume);
+  dl_iterate_phdr(phdr_cb, &e);
+  if (!e.found) return;
+  for (pc_range r : e.text)
+    if (ngoro_code < 4) goro_code[ngoro_code++] = r;
+}
+
+bool pc_in_goro(std::uintptr_t pc) {
+  for (int i = 0; i < ngoro_code; i++)
+    if (pc >= goro_code[i].lo && pc < goro_code[i].hi) return true;
+  return false;
+}
+
 }  // namespace goro::rt
 
 namespace goro::debug {

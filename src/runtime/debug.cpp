@@ -69,7 +69,9 @@ preempt_stats read_preempt_stats() {
                        s.rejected_pc.load(),
                        s.deferred_oslock.load(),
                        s.at_unlock.load(),
-                       s.deferred_runtime_lock.load()};
+                       s.deferred_runtime_lock.load(),
+                       s.blocked_signalled.load(),
+                       s.blocked_handoffs.load()};
 }
 
 int os_locks_held() {

@@ -58,6 +58,13 @@ struct P {
   std::int64_t sysmon_cpu = -1;
   std::int64_t sysmon_cpuwhen = 0;
   pid_t sysmon_cputid = 0;
+  // sysmon's last sample of the thread's CPU clock for the blocked-call
+  // check (blockedsyscall.cpp): the run (nrun) and thread it was taken in,
+  // when, and the value (-1: none yet).
+  std::uint64_t sysmon_blknrun = 0;
+  pid_t sysmon_blktid = 0;
+  std::int64_t sysmon_blkwhen = 0;
+  std::int64_t sysmon_blkcpu = -1;
   // sysmon asked this P to switch goroutines (preemptone). Cleared by the
   // next schedule(), which also ends a runnext chain's shared slice there
   // (schedule.cpp, yield_runnext).

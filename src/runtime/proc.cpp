@@ -63,6 +63,7 @@ constexpr struct {
     {"asyncpreemptmigrate", &debug_vars::asyncpreemptmigrate},
     {"oslockpark", &debug_vars::oslockpark},
     {"longrunning", &debug_vars::longrunning},
+    {"blockedsyscall", &debug_vars::blockedsyscall},
 };
 
 void parse_debug() {

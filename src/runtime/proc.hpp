@@ -29,6 +29,9 @@ struct debug_vars {
   // ms a goroutine may run without a safe point before sysmon reports
   // it (once per run); 0: never.
   int longrunning = 0;  // off by default: Go has no such report
+  // us a goroutine's thread may stay off the CPUs (blocked in a system
+  // call goro was not told about) before its P is handed off; 0: never.
+  int blockedsyscall = 1000;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;

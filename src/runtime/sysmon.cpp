@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <string>
 
+#include "runtime/asyncpreempt.hpp"
+#include "runtime/blockedsyscall.hpp"
 #include "runtime/checkdead.hpp"
 #include "runtime/coarseclock.hpp"
 #include "runtime/lockosthread.hpp"
@@ -87,20 +89,6 @@ void report_long_running(P* pp, std::uint64_t nrun, std::int64_t ran_ns) {
   std::fflush(stderr);
 }
 
-// CPU time consumed so far by M's thread, in ns; -1 if unknown (the
-// thread is gone, or no M). One system call: only for runs already half
-// way to the long-running threshold.
-std::int64_t thread_cpu_ns(pid_t tid) {
-  if (tid <= 0) return -1;
-  // The kernel's per-thread CPU clock of tid (glibc's pthread_getcpuclockid
-  // builds the same id; by tid, a thread that has exited gives an error
-  // instead of a dangling pthread_t).
-  clockid_t id = clockid_t((~clockid_t(tid) << 3) | 6);
-  timespec ts{};
-  if (clock_gettime(id, &ts) != 0) return -1;
-  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // Whether the goroutine timed on pp (dispatch r, running since
 // pp->sysmon_nrunwhen) is to be reported now: it has run the threshold,
 // and its thread was on a CPU for at least a quarter of the time since the
@@ -174,6 +162,8 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
         pp->sysmon_nrunwhen = now;
         pp->sysmon_cpu = -1;
       }
+      if (s == p_running && blocked_handoff_on.load(std::memory_order_relaxed))
+        sysmon_check_blocked(pp, r, pp->sysmon_nrunwhen, now);
       if (debug.longrunning > 0 && s == p_running &&
           pp->sysmon_reported_nrun != r &&
           long_run_due(pp, now, std::int64_t(debug.longrunning) * 1000000)) {

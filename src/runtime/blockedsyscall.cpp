@@ -1,0 +1,213 @@
+// blockedsyscall.cpp: a system call goro was not told about (a plain
+// read(2) on a pipe, a blocking recv inside a C client library, sem_wait,
+// the futex of a lock in inline header code) loses its P when it blocks,
+// as Go's syscalls and cgo calls do, instead of holding it for as long as
+// it lasts.
+//
+// Detection (sysmon): a P whose goroutine has been running one dispatch
+// (nrun unchanged) for GORO_DEBUG=blockedsyscall us (default 1000) gets its
+// thread's CPU clock sampled about that often; a clock that did not move
+// between two samples of the same run means the thread was off the CPUs
+// all along: blocked in the kernel, or waiting for a CPU (an overloaded
+// machine). sysmon then sends the preemption signal. Cost: one
+// clock_gettime per such P and period, only while a run lasts that long.
+//
+// Decision (the handler, on the thread itself, so nothing races with the
+// thread's own use of its P): the signal interrupted a restartable system
+// call when the kernel has backed the PC up onto the `syscall` instruction
+// (SA_RESTART: RAX is the call's number again, or restart_syscall's; the
+// arguments are still in their registers). The handler then saves the
+// goroutine's context as for a preemption (asyncpreempt.cpp) and
+// redirects the thread to g0, where blocked_syscall_m makes that same call
+// between entersyscall and exitsyscall: the P is _Psyscall for the call's
+// duration, and sysmon retakes it and hands it off as it does for
+// goro::blocking. The goroutine is pinned to the thread meanwhile (as a
+// preempted one is), so it resumes on the thread that made its call, with
+// the result in RAX and the PC past the instruction: to the interrupted
+// code, the call returned. A thread merely waiting for a CPU is not in a
+// system call; the handler leaves it alone (a preemption request, if one
+// is pending, is handled as usual).
+//
+// Not handed off: calls the kernel does not restart after a handler
+// (epoll_wait, select, poll and ppoll with a signal mask, sigsuspend...)
+// return EINTR to their caller, as they already did for the preemption
+// signal; calls made inside goro's own code, under a runtime lock, inside
+// a goro::preempt_guard, in a user's signal handler, or on a stack that is
+// not the goroutine's; and the calls whose effect depends on the stack or
+// the thread's register state (clone, fork, vfork, execve, exit,
+// rt_sigreturn, sigaltstack, rt_sigsuspend). TSan builds: off (the handler
+// cannot redirect the thread there).
+#include "runtime/blockedsyscall.hpp"
+
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include <cstring>
+
+#include "runtime/asyncpreempt_internal.hpp"
+#include "runtime/globrunq.hpp"
+#include "runtime/lockosthread.hpp"
+#include "runtime/mstart.hpp"
+#include "runtime/park.hpp"
+#include "runtime/proc.hpp"
+#include "runtime/sched.hpp"
+#include "runtime/schedule.hpp"
+#include "runtime/syscall.hpp"
+#include "runtime/tls.hpp"
+#include "runtime/trace.hpp"
+
+namespace goro::rt {
+
+std::int64_t thread_cpu_ns(pid_t tid) {
+  if (tid <= 0) return -1;
+  // The kernel's per-thread CPU clock of tid (glibc's pthread_getcpuclockid
+  // builds the same id; by tid, a thread that has exited gives an error
+  // instead of a dangling pthread_t).
+  clockid_t id = clockid_t((~clockid_t(tid) << 3) | 6);
+  timespec ts{};
+  if (clock_gettime(id, &ts) != 0) return -1;
+  return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
+                          std::int64_t now) {
+  std::int64_t period = std::int64_t(debug.blockedsyscall) * 1000;
+  // Half a period into the run for the first sample, then one a period:
+  // the thread is signalled between one and two periods after it blocked.
+  if (now - nrunwhen < period / 2) return;
+  bool same_run = pp->sysmon_blkcpu >= 0 && pp->sysmon_blknrun == nrun;
+  if (same_run && now - pp->sysmon_blkwhen < period) return;
+  M* mp = pp->m.load(std::memory_order_acquire);
+  if (mp == nullptr) return;
+  pid_t tid = __atomic_load_n(&mp->procid, __ATOMIC_RELAXED);
+  std::int64_t cpu = thread_cpu_ns(tid);
+  bool idle = same_run && cpu >= 0 && pp->sysmon_blktid == tid &&
+              cpu == pp->sysmon_blkcpu;
+  pp->sysmon_blknrun = nrun;
+  pp->sysmon_blktid = tid;
+  pp->sysmon_blkwhen = now;
+  pp->sysmon_blkcpu = cpu;
+  if (!idle) return;
+  async_preempt_stats.blocked_signalled.fetch_add(1, std::memory_order_relaxed);
+  signalM(mp);
+}
+
+namespace {
+
+// x86-64's `syscall` instruction.
+constexpr unsigned char syscall_insn[2] = {0x0f, 0x05};
+// Numbers above the last x86-64 system call (and x32's) are not restarted.
+constexpr long max_syscall_nr = 512;
+
+// Calls whose effect depends on the stack, the registers or the signal
+// frame they run with: not remade from g0.
+bool remade_elsewhere_differs(long nr) {
+  switch (nr) {
+    case SYS_clone:
+    case SYS_clone3:
+    case SYS_fork:
+    case SYS_vfork:
+    case SYS_execve:
+    case SYS_execveat:
+    case SYS_exit:
+    case SYS_exit_group:
+    case SYS_rt_sigreturn:
+    case SYS_rt_sigsuspend:
+    case SYS_sigaltstack:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The call, with the registers the interrupted code set up for it.
+long raw_syscall6(long nr, long a1, long a2, long a3, long a4, long a5,
+                  long a6) {
+  long ret;
+  register long r10 asm("r10") = a4;
+  register long r8 asm("r8") = a5;
+  register long r9 asm("r9") = a6;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+
+}  // namespace
+
+__attribute__((no_sanitize_address)) bool try_blocked_syscall(M* mp, G* gp,
+                                                              ucontext_t* uc) {
+  if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running)
+    return false;
+  // goro_tls_nlocks: a direct TLS read is right here, on the same thread.
+  if (goro_tls_nlocks != 0 || mp->locks != 0 || mp->p == nullptr ||
+      gp->preempt_off.load(std::memory_order_relaxed) != 0)
+    return false;
+  if (mp->p->status.load(std::memory_order_relaxed) != p_running) return false;
+  greg_t* r = uc->uc_mcontext.gregs;
+  std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
+  if (std::memcmp(reinterpret_cast<const void*>(pc), syscall_insn,
+                  sizeof syscall_insn) != 0)
+    return false;
+  long nr = long(r[REG_RAX]);
+  if (nr < 0 || nr >= max_syscall_nr || remade_elsewhere_differs(nr))
+    return false;
+  if (pc_in_goro(pc)) return false;
+  if (!save_and_redirect(mp, gp, uc, async_entry_syscall)) return false;
+  async_preempt_stats.blocked_handoffs.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void blocked_syscall_m(M* mp, G* gp) {
+  async_ctx* c = saved_ctx(gp);
+  auto* slot = reinterpret_cast<std::uint64_t*>(c->slots);
+  constexpr int slot_rdi = 0, slot_rflags = 1, slot_rip = 2;
+  // Pinned for the call: if no P is free when it returns, the goroutine
+  // waits for one on this thread (the interrupted code may hold this
+  // thread's thread_local addresses, as for a preemption).
+  if (gp->lockedm == nullptr && debug.asyncpreemptmigrate == 0) {
+    gp->lockedm = mp;
+    mp->lockedg = gp;
+    gp->async_pinned = true;
+  }
+  entersyscall();  // on g0, for mp->curg (gp)
+  long ret = raw_syscall6(long(c->rax), long(slot[slot_rdi]), long(c->rsi),
+                          long(c->rdx), long(c->r10), long(c->r8), long(c->r9));
+  // What the instruction leaves: the result in RAX, the return address in
+  // RCX and RFLAGS in R11, the PC past it.
+  c->rax = std::uint64_t(ret);
+  slot[slot_rip] += sizeof syscall_insn;
+  c->rcx = slot[slot_rip];
+  c->r11 = slot[slot_rflags];
+  // exitsyscall, on g0: our P back, or an idle one, or queue gp (it comes
+  // back to this thread: the pin) and wait for a P.
+  P* oldp = mp->oldp;
+  mp->oldp = nullptr;
+  bool got_p = exitsyscall_takep(oldp);
+  casgstatus(gp, g_syscall, g_runnable);
+  trace_sys_exit(gp, got_p);
+  dropg(mp, gp);
+  if (got_p) execute(gp, true);
+  P* pp;
+  {
+    lock_guard lk(sched.lock);
+    pp = sched.gcwaiting.load() ? nullptr : pidleget();
+    if (pp == nullptr) globrunqput(gp);
+  }
+  if (pp != nullptr) {
+    acquirep(pp);
+    execute(gp, false);
+  }
+  if (mp->lockedg != nullptr) {
+    stoplockedm();
+    execute(gp, false);
+  }
+  // Not pinned (GORO_DEBUG=asyncpreemptmigrate=1): any thread may run it.
+  stopm();
+  schedule();
+  __builtin_unreachable();
+}
+
+}  // namespace goro::rt

@@ -1,0 +1,224 @@
+// Issue 23: code goro does not control never stalls or strands a
+// goroutine. A goroutine blocked in a system call goro was not told about
+// (a plain read(2), the futex of a C++20 semaphore) loses its P after about
+// GORO_DEBUG=blockedsyscall us (blockedsyscall.cpp), so the goroutine that
+// would unblock it gets to run. Each program runs in a child process with
+// an alarm: before the hand-off they hung for good at GOMAXPROCS 1 (and the
+// 200 readers at 2). Under TSan the hand-off is off (the handler cannot
+// redirect a thread there): those tests skip.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <goro/debug.hpp>
+#include <goro/goro.hpp>
+#include <goro/sync.hpp>
+#include <semaphore>
+#include <thread>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clk = std::chrono::steady_clock;
+
+#define SKIP_UNDER_TSAN()                                                 \
+  do {                                                                    \
+    if (GORO_TEST_TSAN)                                                   \
+      GTEST_SKIP() << "the blocked-call hand-off is off under TSan (its " \
+                      "handler cannot redirect a thread)";                \
+  } while (0)
+
+goro::options procs(int n) {
+  goro::options o;
+  o.gomaxprocs = n;
+  return o;
+}
+
+// The child's bound: a hang is a failure with a message, not a stuck test.
+void child_alarm() {
+  signal(SIGALRM, [](int) {
+    static const char msg[] = "hung: killed by the test's alarm\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(3);
+  });
+  alarm(20);
+}
+
+// One goroutine reads a pipe with a plain read(2); the writer is another
+// goroutine, which can only run once the reader's thread has lost its P
+// (at GOMAXPROCS 1 the only one).
+void plain_read_program(int nprocs) {
+  child_alarm();
+  int fds[2];
+  if (pipe(fds) != 0) _exit(4);
+  bool ok = false;
+  goro::run(procs(nprocs), [&] {
+    std::atomic<bool> reading{false};
+    goro::wait_group wg;
+    wg.add(2);
+    char got = 0;
+    goro::go([&] {
+      reading.store(true);
+      if (read(fds[0], &got, 1) != 1) got = 0;
+      wg.done();
+    });
+    goro::go([&] {
+      while (!reading.load()) goro::gosched();
+      char c = 'x';
+      if (write(fds[1], &c, 1) != 1) _exit(5);
+      wg.done();
+    });
+    wg.wait();
+    ok = got == 'x';
+  });
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST(BlockedSyscall, PlainReadWhoseWriterIsAGoroutineP1) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(plain_read_program(1), ::testing::ExitedWithCode(0), "^$");
+}
+
+TEST(BlockedSyscall, PlainReadWhoseWriterIsAGoroutineP2) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(plain_read_program(2), ::testing::ExitedWithCode(0), "^$");
+}
+
+// 200 goroutines in plain reads of one pipe, then one goroutine writes a
+// byte for each: at GOMAXPROCS 2 the readers held both Ps. The threads
+// grow as Go's do for blocking cgo calls: one per blocked call.
+TEST(BlockedSyscall, TwoHundredPlainReadsAtP2) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        child_alarm();
+        constexpr int n = 200;
+        int fds[2];
+        if (pipe(fds) != 0) _exit(4);
+        std::atomic<int> got{0};
+        goro::run(procs(2), [&] {
+          std::atomic<int> started{0};
+          goro::wait_group wg;
+          wg.add(n);
+          for (int i = 0; i < n; i++)
+            goro::go([&] {
+              started.fetch_add(1);
+              char c;
+              if (read(fds[0], &c, 1) == 1) got.fetch_add(1);
+              wg.done();
+            });
+          while (started.load() < n) goro::gosched();
+          std::vector<char> bytes(n, 'y');
+          if (write(fds[1], bytes.data(), n) != n) _exit(5);
+          wg.wait();
+        });
+        bool handed = goro::debug::read_preempt_stats().blocked_handoffs > 0;
+        std::_Exit(got.load() == n && handed ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "^$");
+}
+
+// Call-free work for `ms` in the executable (preemptible).
+__attribute__((noinline)) std::uint64_t work_ms(int ms) {
+  auto until = clk::now() + std::chrono::milliseconds(ms);
+  std::uint64_t x = 1;
+  while (clk::now() < until)
+    for (int i = 0; i < 4096; i++) {
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      asm volatile("" : "+r"(x));
+    }
+  return x;
+}
+
+// The issue's fourth program: a goroutine holds a C++20 binary_semaphore
+// (a futex in inline header code: nothing to interpose) across ~80 ms of
+// its own code and is preempted there (a 1 ms slice); another goroutine
+// acquires the semaphore and blocks its thread in the kernel. The holder
+// is pinned to its own thread, which waits for a P that the blocked thread
+// holds: the hand-off gives it one.
+void semaphore_program(int nprocs) {
+  child_alarm();
+  bool ok = false;
+  goro::run(procs(nprocs), [&] {
+    goro::debug::set_time_slice(1ms);
+    std::binary_semaphore sem(1);
+    std::atomic<bool> held{false};
+    std::atomic<int> done{0};
+    goro::wait_group wg;
+    // Waiters enough to block every P's thread.
+    const int waiters = 2 * nprocs;
+    wg.add(1 + waiters);
+    goro::go([&] {
+      sem.acquire();
+      held.store(true);
+      work_ms(80);
+      sem.release();
+      done.fetch_add(1);
+      wg.done();
+    });
+    for (int i = 0; i < waiters; i++)
+      goro::go([&] {
+        while (!held.load()) goro::gosched();
+        sem.acquire();
+        sem.release();
+        done.fetch_add(1);
+        wg.done();
+      });
+    wg.wait();
+    ok = done.load() == 1 + waiters;
+  });
+  std::_Exit(ok ? 0 : 1);
+}
+
+TEST(BlockedSyscall, SemaphoreHeldAcrossAPreemptionP1) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(semaphore_program(1), ::testing::ExitedWithCode(0), "^$");
+}
+
+TEST(BlockedSyscall, SemaphoreHeldAcrossAPreemptionP2) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(semaphore_program(2), ::testing::ExitedWithCode(0), "^$");
+}
+
+// The control: with the hand-off off, the plain read hangs at GOMAXPROCS
+// 1 (so the tests above can fail).
+TEST(BlockedSyscall, ControlOffHangs) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "blockedsyscall=0", 1);
+        signal(SIGALRM, [](int) { _exit(7); });
+        alarm(1);
+        int fds[2];
+        if (pipe(fds) != 0) _exit(4);
+        goro::run(procs(1), [&] {
+          std::atomic<bool> reading{false};
+          goro::go([&] {
+            reading.store(true);
+            char c;
+            (void)!read(fds[0], &c, 1);
+          });
+          while (!reading.load()) goro::gosched();
+          char c = 'x';
+          (void)!write(fds[1], &c, 1);
+        });
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(7), "");
+}
+
+}  // namespace
