@@ -13,6 +13,7 @@
 // goroutine, runnable all along, waits for the same lock. At gomaxprocs 1
 // this hung before the hidden locks were counted.
 #include <gtest/gtest.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,6 +214,12 @@ TEST(HiddenLock, Counts) {
     static probe p;
     seen[5] = p.n;
     seen[6] = goro::debug::os_locks_held();
+    dl_iterate_phdr(
+        [](dl_phdr_info*, size_t, void* arg) {
+          *static_cast<int*>(arg) = goro::debug::os_locks_held();
+          return 1;
+        },
+        &seen[7]);
     std::fclose(f);
   });
   EXPECT_EQ(seen[0], 0);
@@ -222,6 +229,8 @@ TEST(HiddenLock, Counts) {
   EXPECT_EQ(seen[4], 1);
   EXPECT_EQ(seen[5], 1);
   EXPECT_EQ(seen[6], 0);
+  EXPECT_EQ(seen[7], 1);
+  EXPECT_EQ(goro::debug::os_locks_held(), 0);
 }
 
 // A static whose constructor throws: __cxa_guard_abort gives the count
