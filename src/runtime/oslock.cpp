@@ -15,8 +15,8 @@
 // shared libgoro they precede libc's in the global symbol lookup order. In
 // both cases every call through the PLT lands here: the user's inline
 // std::mutex/std::shared_mutex code, libstdc++, other shared objects.
-// Calls inside libc itself (e.g. stdio's locks) use libc's internal
-// aliases and are not counted; those are never preempted anyway (the
+// Calls inside libc itself use libc's internal aliases and are not
+// counted; those are never preempted anyway (the
 // handler only preempts the main executable's code). Each wrapper forwards
 // to the next definition (dlsym RTLD_NEXT: libc's, or a sanitizer's).
 //
@@ -33,6 +33,10 @@
 //
 // Cost on a plain thread: one TLS read and a branch per call; in a
 // goroutine, a load and a store of G.oslocks more.
+//
+// The locks that are not pthread lock calls (static-initialisation guards,
+// pthread_once, stdio's flockfile, C11 mutexes...) are counted the same
+// way by oslock_hidden.cpp.
 #include "runtime/oslock.hpp"
 
 #include <dlfcn.h>
@@ -49,6 +53,7 @@
 
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
+#include "runtime/oslock_count.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/proc.hpp"
 #include "runtime/san.hpp"
@@ -93,6 +98,8 @@ void oslock_park_report(G* gp, int reason) {
 namespace goro::rt {
 namespace {
 
+using namespace oslock_detail;
+
 // The real functions, resolved once (a racing double resolution stores the
 // same values).
 struct real_fns {
@@ -117,22 +124,6 @@ struct real_fns {
 real_fns real;
 std::atomic<bool> resolved{false};
 thread_local bool resolving = false;
-
-[[noreturn]] void die(const char* msg) {
-  // No stdio: this may run inside a lock wrapper.
-  (void)!write(2, msg, __builtin_strlen(msg));
-  _exit(2);
-}
-
-template <class F>
-void resolve_one(F& slot, const char* name) {
-  void* p = dlsym(RTLD_NEXT, name);
-  if (p == nullptr) {
-    die("fatal error: goro: cannot find the real pthread lock functions "
-        "(dlsym RTLD_NEXT)\n");
-  }
-  slot = reinterpret_cast<F>(p);
-}
 
 __attribute__((noinline)) void resolve() {
   if (resolving)
@@ -165,34 +156,6 @@ inline const real_fns& fns() {
   return real;
 }
 
-// The running goroutine, or null (a plain thread, or g0). No goroutine
-// switch happens inside a wrapper before the value is used, so a direct
-// TLS read is fine here.
-inline G* cur() {
-  M* mp = goro_tls_m;
-  return mp != nullptr ? mp->curg.load(std::memory_order_relaxed) : nullptr;
-}
-
-inline void inc(G* gp) {
-  gp->oslocks.store(gp->oslocks.load(std::memory_order_relaxed) + 1,
-                    std::memory_order_relaxed);
-  // The count must be in memory before the lock is taken (the handler
-  // reads it on this thread).
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-}
-
-// Before a release: drops the count. Safe before the lock is actually
-// released: from here until the wrapper returns to its caller the PC is in
-// goro's or libc's code, where the handler never preempts. True when the
-// release must be followed by the deferred preemption (the count reached
-// zero with one asked for).
-__attribute__((always_inline)) inline bool dec(G* gp) {
-  std::int32_t n = gp->oslocks.load(std::memory_order_relaxed);
-  if (n <= 0) return false;
-  gp->oslocks.store(n - 1, std::memory_order_relaxed);
-  return n == 1 && gp->preempt.load(std::memory_order_relaxed);
-}
-
 // Acquire that can fail routinely (try, timed): count first, undo on
 // failure (EOWNERDEAD from a robust mutex means the lock was acquired).
 template <class L, class... A>
@@ -201,11 +164,7 @@ __attribute__((always_inline)) inline int acquire(int (*fn)(L*, A...), L* l,
   G* gp = cur();
   if (gp != nullptr) inc(gp);
   int rc = fn(l, a...);
-  if (gp != nullptr && rc != 0 && rc != EOWNERDEAD) {
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    gp->oslocks.store(gp->oslocks.load(std::memory_order_relaxed) - 1,
-                      std::memory_order_relaxed);
-  }
+  if (gp != nullptr && rc != 0 && rc != EOWNERDEAD) undo_inc(gp);
   return rc;
 }
 
@@ -233,7 +192,10 @@ __attribute__((always_inline)) inline int release(int (*fn)(L*), L* l,
 
 }  // namespace
 
-void oslock_init() { (void)fns(); }
+void oslock_init() {
+  (void)fns();
+  oslock_hidden_init();
+}
 bool oslock_counting() { return true; }
 
 }  // namespace goro::rt
@@ -307,7 +269,7 @@ GORO_EXPORT int pthread_spin_unlock(pthread_spinlock_t* l) {
 #else  // GORO_HAVE_TSAN
 
 namespace goro::rt {
-void oslock_init() {}
+void oslock_init() { oslock_hidden_init(); }
 bool oslock_counting() { return false; }
 }  // namespace goro::rt
 

@@ -15,6 +15,11 @@ struct G;
 // the wrappers also resolve lazily if called before.
 void oslock_init();
 
+// The same for oslock_hidden.cpp's wrappers (static-initialisation guards,
+// pthread_once, stdio and C11 locks); called by oslock_init, which also
+// makes a program linked with the static libgoro link them in.
+void oslock_hidden_init();
+
 // True when the wrappers are compiled in (not under TSan, whose own
 // interceptors must see every lock; async preemption is off there anyway).
 bool oslock_counting();
