@@ -19,6 +19,7 @@
 #include <goro/goro.hpp>
 #include <goro/sync.hpp>
 #include <semaphore>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -191,6 +192,88 @@ TEST(BlockedSyscall, SemaphoreHeldAcrossAPreemptionP2) {
   SKIP_UNDER_TSAN();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(semaphore_program(2), ::testing::ExitedWithCode(0), "^$");
+}
+
+// Issue 23 item 6: a thread blocked where it cannot be handed off (here a
+// plain read inside a goro::preempt_guard) while goroutines wait for its P
+// is reported once, with the goroutine's stack, instead of hanging in
+// silence. The child captures its own stderr: a plain thread reads it and
+// writes the byte the reader waits for once the report is out.
+// capture = false: stderr as it is (the report is fatal).
+void guarded_read_program(bool capture) {
+  child_alarm();
+  int data[2], err[2];
+  if (pipe(data) != 0 || pipe(err) != 0) _exit(4);
+  int saved = dup(2);
+  if (capture) dup2(err[1], 2);
+  std::string text;
+  std::thread watcher([&] {
+    if (!capture) return;
+    char buf[4096];
+    bool sent = false;
+    for (;;) {
+      ssize_t n = read(err[0], buf, sizeof buf);
+      if (n <= 0) break;
+      text.append(buf, std::size_t(n));
+      if (!sent && text.find("cannot be handed off") != std::string::npos &&
+          text.find("\n\n") != std::string::npos) {
+        sent = true;
+        char c = 'x';
+        if (write(data[1], &c, 1) != 1) _exit(5);
+      }
+    }
+  });
+  goro::run(procs(1), [&] {
+    std::atomic<bool> reading{false};
+    goro::wait_group wg;
+    wg.add(2);
+    goro::go([&] {
+      goro::preempt_guard g;
+      reading.store(true);
+      char c;
+      (void)!read(data[0], &c, 1);
+      wg.done();
+    });
+    goro::go([&] {
+      while (!reading.load()) goro::gosched();
+      wg.done();
+    });
+    wg.wait();
+  });
+  dup2(saved, 2);
+  close(err[1]);
+  watcher.join();
+  (void)!write(2, text.data(), text.size());
+  std::_Exit(0);
+}
+
+TEST(BlockedSyscall, BlockedWhereItCannotBeHandedOffIsReportedOnce) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "blockedreport=100", 1);
+        guarded_read_program(true);
+      },
+      ::testing::ExitedWithCode(0),
+      "^goro: goroutine [0-9]+ has kept its processor for [0-9]+ ms while "
+      "its thread \\(tid [0-9]+\\) is blocked in the kernel, and 1 "
+      "goroutine\\(s\\) wait for a processor; it cannot be handed off: "
+      "inside a goro::preempt_guard[^\n]*\n"
+      "goroutine [0-9]+ \\[running\\]:\n(.|\n)*guarded_read_program(.|\n)*"
+      "\n\n$");
+}
+
+TEST(BlockedSyscall, BlockedFatalMakesTheReportFatal) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("GORO_DEBUG", "blockedreport=100,blockedfatal=1", 1);
+        guarded_read_program(false);
+      },
+      ::testing::ExitedWithCode(2),
+      "fatal error: a processor is held by a thread blocked in the kernel");
 }
 
 // The control: with the hand-off off, the plain read hangs at GOMAXPROCS

@@ -43,19 +43,25 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "runtime/asyncpreempt_internal.hpp"
 #include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/proc.hpp"
+#include "runtime/runq.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/schedule.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::rt {
 
@@ -70,6 +76,80 @@ std::int64_t thread_cpu_ns(pid_t tid) {
   return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+namespace {
+
+// Why try_blocked_syscall left a thread's P alone (M::blocked_why).
+enum blocked_reject : int {
+  blocked_handed_off = 0,
+  blocked_not_restartable,  // not at a restartable system call
+  blocked_runtime_lock,     // goro's runtime holds a lock there
+  blocked_guard,            // inside a goro::preempt_guard
+  blocked_goro_code,        // a call of goro's own code
+  blocked_no_room,          // a user's signal handler, or a foreign stack
+};
+
+const char* blocked_reason(int why) {
+  switch (why) {
+    case blocked_not_restartable:
+      return "not in a system call the kernel restarts after a signal "
+             "handler (epoll_wait, poll, select...), or waiting for a CPU";
+    case blocked_runtime_lock:
+      return "goro's runtime holds a lock there";
+    case blocked_guard:
+      return "inside a goro::preempt_guard";
+    case blocked_goro_code:
+      return "in a call of goro's own code";
+    case blocked_no_room:
+      return "in a signal handler, or on a stack that is not the "
+             "goroutine's";
+    default:
+      return "not handed off yet";
+  }
+}
+
+// A thread that ran for less than 1/idle_cpu_fraction of a period counts
+// as off the CPUs.
+constexpr std::int64_t idle_cpu_fraction = 32;
+
+// The longest wait between two signals to a thread that stays blocked, in
+// blockedsyscall periods.
+constexpr std::int64_t max_blocked_backoff = 64;
+
+// Goroutines waiting for pp (its queue) or for any P (the global queue).
+std::uint32_t waiting_for(P* pp) {
+  return runqlen(pp) + std::uint32_t(sched.runqsize.load());
+}
+
+// sysmon: goroutines have waited `ms` for pp, whose thread stays blocked
+// where the handler cannot hand it off. Once per run; fatal on request.
+void report_blocked(P* pp, M* mp, std::int64_t ms) {
+  G* gp = mp->curg.load(std::memory_order_acquire);
+  if (gp == nullptr) return;
+  char head[512];
+  std::snprintf(
+      head, sizeof head,
+      "goro: goroutine %llu has kept its processor for %lld ms while its "
+      "thread (tid %d) is blocked in the kernel, and %u goroutine(s) wait "
+      "for a processor; it cannot be handed off: %s. Wrap the call in "
+      "goro::blocking, or leave the guard first (GORO_DEBUG=blockedreport=N "
+      "sets the threshold in ms, 0 off; blockedfatal=1 makes this fatal)\n",
+      static_cast<unsigned long long>(
+          __atomic_load_n(&gp->goid, __ATOMIC_RELAXED)),
+      static_cast<long long>(ms), int(mp->procid), waiting_for(pp),
+      blocked_reason(mp->blocked_why.load(std::memory_order_relaxed)));
+  std::string trace = running_goroutine_trace(gp);
+  std::fputs(head, stderr);
+  std::fputs(trace.c_str(), stderr);
+  std::fputs("\n", stderr);
+  std::fflush(stderr);
+  if (debug.blockedfatal > 0)
+    fatal(
+        "a processor is held by a thread blocked in the kernel "
+        "(GORO_DEBUG=blockedfatal=1)");
+}
+
+}  // namespace
+
 void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
                           std::int64_t now) {
   std::int64_t period = std::int64_t(debug.blockedsyscall) * 1000;
@@ -82,13 +162,38 @@ void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
   if (mp == nullptr) return;
   pid_t tid = __atomic_load_n(&mp->procid, __ATOMIC_RELAXED);
   std::int64_t cpu = thread_cpu_ns(tid);
-  bool idle = same_run && cpu >= 0 && pp->sysmon_blktid == tid &&
-              cpu == pp->sysmon_blkcpu;
+  // Off the CPUs: under 1/32 of the time on one. Not exactly none: the
+  // signals that interrupt a blocked call (sysmon's, a slice's end) run
+  // the handler on the thread for a few microseconds each.
+  bool idle =
+      same_run && cpu >= 0 && pp->sysmon_blktid == tid &&
+      (cpu - pp->sysmon_blkcpu) * idle_cpu_fraction < now - pp->sysmon_blkwhen;
+  if (!idle) {
+    pp->sysmon_blksince = 0;
+    pp->sysmon_blkbackoff = 0;
+  } else if (pp->sysmon_blksince == 0) {
+    pp->sysmon_blksince = pp->sysmon_blkwhen;
+  }
   pp->sysmon_blknrun = nrun;
   pp->sysmon_blktid = tid;
   pp->sysmon_blkwhen = now;
   pp->sysmon_blkcpu = cpu;
   if (!idle) return;
+  // Still blocked a report's time after the first signal: the handler
+  // could not hand it off (M::blocked_why says why).
+  std::int64_t blocked_ns = now - pp->sysmon_blksince;
+  if (debug.blockedreport > 0 && pp->sysmon_blkreported != nrun &&
+      blocked_ns >= std::int64_t(debug.blockedreport) * 1000000 &&
+      waiting_for(pp) > 0) {
+    pp->sysmon_blkreported = nrun;
+    report_blocked(pp, mp, blocked_ns / 1000000);
+  }
+  // A signal that did not hand the P off (the handler said why) is sent
+  // again after twice the wait, up to max_blocked_backoff periods: a call
+  // the kernel does not restart fails with EINTR at each one.
+  if (blocked_ns < pp->sysmon_blkbackoff) return;
+  pp->sysmon_blkbackoff =
+      std::min(2 * blocked_ns, max_blocked_backoff * period);
   async_preempt_stats.blocked_signalled.fetch_add(1, std::memory_order_relaxed);
   signalM(mp);
 }
@@ -141,21 +246,30 @@ __attribute__((no_sanitize_address)) bool try_blocked_syscall(M* mp, G* gp,
                                                               ucontext_t* uc) {
   if (gp->atomicstatus.load(std::memory_order_relaxed) != g_running)
     return false;
-  // goro_tls_nlocks: a direct TLS read is right here, on the same thread.
-  if (goro_tls_nlocks != 0 || mp->locks != 0 || mp->p == nullptr ||
-      gp->preempt_off.load(std::memory_order_relaxed) != 0)
+  auto reject = [mp](blocked_reject why) {
+    mp->blocked_why.store(why, std::memory_order_relaxed);
     return false;
-  if (mp->p->status.load(std::memory_order_relaxed) != p_running) return false;
+  };
+  // goro_tls_nlocks: a direct TLS read is right here, on the same thread.
+  if (goro_tls_nlocks != 0 || mp->locks != 0)
+    return reject(blocked_runtime_lock);
+  if (gp->preempt_off.load(std::memory_order_relaxed) != 0)
+    return reject(blocked_guard);
+  if (mp->p == nullptr ||
+      mp->p->status.load(std::memory_order_relaxed) != p_running)
+    return false;
   greg_t* r = uc->uc_mcontext.gregs;
   std::uintptr_t pc = std::uintptr_t(r[REG_RIP]);
   if (std::memcmp(reinterpret_cast<const void*>(pc), syscall_insn,
                   sizeof syscall_insn) != 0)
-    return false;
+    return reject(blocked_not_restartable);
   long nr = long(r[REG_RAX]);
   if (nr < 0 || nr >= max_syscall_nr || remade_elsewhere_differs(nr))
-    return false;
-  if (pc_in_goro(pc)) return false;
-  if (!save_and_redirect(mp, gp, uc, async_entry_syscall)) return false;
+    return reject(blocked_not_restartable);
+  if (pc_in_goro(pc)) return reject(blocked_goro_code);
+  if (!save_and_redirect(mp, gp, uc, async_entry_syscall))
+    return reject(blocked_no_room);
+  mp->blocked_why.store(blocked_handed_off, std::memory_order_relaxed);
   async_preempt_stats.blocked_handoffs.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

@@ -76,6 +76,9 @@ struct M {
   // could not preempt it there; read by sysmon's long-running report.
   std::atomic<std::uintptr_t> sig_pc{0};
   std::atomic<sig_reject> sig_why{sig_reject::none};
+  // Why the handler's last look did not hand this thread's P off from a
+  // system call (blockedsyscall.cpp, blocked_reject); for sysmon's report.
+  std::atomic<int> blocked_why{0};
   bool spinning_at_start = false;  // started by startm(pp, spinning=true)
   // This thread's C++ exception globals (__cxa_get_globals()), fetched once
   // at thread start so a switch saves and restores them without a call.

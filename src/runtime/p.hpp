@@ -65,6 +65,12 @@ struct P {
   pid_t sysmon_blktid = 0;
   std::int64_t sysmon_blkwhen = 0;
   std::int64_t sysmon_blkcpu = -1;
+  // Since when the thread has been seen off the CPUs in this run (0: it
+  // ran), and the run sysmon reported as blocked with waiters.
+  std::int64_t sysmon_blksince = 0;
+  std::uint64_t sysmon_blkreported = ~std::uint64_t(0);
+  // How long the thread must have been off the CPUs for the next signal.
+  std::int64_t sysmon_blkbackoff = 0;
   // sysmon asked this P to switch goroutines (preemptone). Cleared by the
   // next schedule(), which also ends a runnext chain's shared slice there
   // (schedule.cpp, yield_runnext).

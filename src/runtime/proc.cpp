@@ -64,6 +64,8 @@ constexpr struct {
     {"oslockpark", &debug_vars::oslockpark},
     {"longrunning", &debug_vars::longrunning},
     {"blockedsyscall", &debug_vars::blockedsyscall},
+    {"blockedreport", &debug_vars::blockedreport},
+    {"blockedfatal", &debug_vars::blockedfatal},
 };
 
 void parse_debug() {

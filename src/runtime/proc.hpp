@@ -32,6 +32,12 @@ struct debug_vars {
   // us a goroutine's thread may stay off the CPUs (blocked in a system
   // call goro was not told about) before its P is handed off; 0: never.
   int blockedsyscall = 1000;
+  // ms goroutines may wait for a P whose thread stays blocked in the kernel
+  // where it cannot be handed off, before sysmon reports it (once per run,
+  // with the goroutine's stack); 0: never. blockedfatal=1: the report is a
+  // fatal error.
+  int blockedreport = 1000;
+  int blockedfatal = 0;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;

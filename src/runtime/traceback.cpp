@@ -191,6 +191,12 @@ std::string goroutine_trace(G* gp) {
   return out;
 }
 
+std::string running_goroutine_trace(G* gp) {
+  std::string out;
+  append_goroutine(out, gp, getg(), true);
+  return out;
+}
+
 std::string all_goroutines_trace(bool interrupt) {
   std::string out;
   G* self = getg();

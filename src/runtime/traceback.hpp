@@ -21,6 +21,9 @@ struct G;
 // is stopped, or everything is parked); one running on another thread, or
 // in a blocking call, shows no frames unless `interrupt` (below).
 std::string goroutine_trace(G* gp);
+// The same for a goroutine running (or blocked in a call) on another
+// thread, whose frames are asked of that thread with a signal.
+std::string running_goroutine_trace(G* gp);
 // Every goroutine (the caller's first), blank-line separated. interrupt:
 // goroutines running on other threads, or in blocking calls, are asked for
 // their frames with a signal to their thread (signal_traceback), which
