@@ -349,11 +349,12 @@ bool asyncpreempt_set(bool on) {
   return prev;
 }
 
-void signalM(M* mp) {
-  if (mp->procid == 0) return;
-  if (mp->signal_pending.exchange(true)) return;
+bool signalM(M* mp) {
+  if (mp->procid == 0) return false;
+  if (mp->signal_pending.exchange(true)) return false;
   async_preempt_stats.sent.fetch_add(1, std::memory_order_relaxed);
   syscall(SYS_tgkill, self_pid, mp->procid, preempt_sig);
+  return true;
 }
 
 void preemptM(M* mp, G* gp) {

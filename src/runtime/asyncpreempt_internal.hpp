@@ -102,8 +102,9 @@ enum async_entry : long {
 bool save_and_redirect(M* mp, G* gp, ucontext_t* uc, async_entry kind);
 // The context save_and_redirect saved for gp (through G.sched_sp).
 async_ctx* saved_ctx(G* gp);
-// Sends the preemption signal to mp's thread unless one is pending.
-void signalM(M* mp);
+// Sends the preemption signal to mp's thread unless one is pending (then
+// false).
+bool signalM(M* mp);
 
 // blockedsyscall.cpp. In the handler: if gp is blocked in (or about to
 // make) a system call the runtime was not told about, redirects it so that

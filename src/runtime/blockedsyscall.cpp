@@ -194,8 +194,9 @@ void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
   if (blocked_ns < pp->sysmon_blkbackoff) return;
   pp->sysmon_blkbackoff =
       std::min(2 * blocked_ns, max_blocked_backoff * period);
-  async_preempt_stats.blocked_signalled.fetch_add(1, std::memory_order_relaxed);
-  signalM(mp);
+  if (signalM(mp))
+    async_preempt_stats.blocked_signalled.fetch_add(1,
+                                                    std::memory_order_relaxed);
 }
 
 namespace {

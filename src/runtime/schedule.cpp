@@ -13,6 +13,7 @@
 #include "runtime/sched.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/trace.hpp"
+#include "runtime/traceback.hpp"
 
 namespace goro::rt {
 
@@ -27,6 +28,11 @@ void execute(G* gp, bool inherit_time) {
   mp->curg.store(gp, std::memory_order_release);
   gp->m = mp;
   casgstatus(gp, g_runnable, g_running);
+  // A dump may be unwinding gp on its stack (traceback.cpp): the status
+  // store, then this load, with the dump's heavy barrier on the other side.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (__builtin_expect(scan_g.load(std::memory_order_acquire) == gp, 0))
+    scan_wait(gp);
   trace_go_start(pp, gp);
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).

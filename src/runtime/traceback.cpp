@@ -7,7 +7,11 @@
 // describes that saved frame the way goro_gogo's does.
 #include "runtime/traceback.hpp"
 
+#include <linux/membarrier.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <unwind.h>
 
@@ -15,12 +19,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/coarseclock.hpp"
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
+#include "runtime/panic.hpp"
 #include "runtime/san.hpp"
 #include "runtime/symtab.hpp"
 #include "runtime/sysmon.hpp"
@@ -30,9 +36,50 @@ extern "C" void goro_on_gstack(void* sp, void (*fn)(void*), void* arg);
 
 namespace goro::rt {
 
+std::atomic<G*> scan_g{nullptr};
+
+void scan_wait(G* gp) {
+  while (scan_g.load(std::memory_order_acquire) == gp) sched_yield();
+}
+
 namespace {
 
 constexpr int max_frames = 100;
+
+// A full barrier on every thread of the process (the slow side of an
+// asymmetric Dekker: execute's side is a compiler barrier): membarrier's
+// private expedited command, or else an mprotect that takes write access
+// away from a touched page, whose TLB shoot-down interrupts every CPU
+// running this process.
+void heavy_fence() {
+  static std::atomic<int> mb{0};  // 0 unknown, 1 usable, -1 not
+  int s = mb.load(std::memory_order_acquire);
+  if (s == 0) {
+    s = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                0) == 0
+            ? 1
+            : -1;
+    mb.store(s, std::memory_order_release);
+  }
+  if (s == 1 &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return;
+  static void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) fatal("goroutine dump: no barrier page");
+  mprotect(page, 4096, PROT_READ | PROT_WRITE);
+  *static_cast<volatile char*>(page) = 1;
+  mprotect(page, 4096, PROT_READ);
+}
+
+// A switched-out goroutine's frames, unwound on its own stack while it
+// cannot be resumed: scan_g names it, and execute, which stores the
+// running status and then loads scan_g with only a compiler barrier in
+// between, waits while it is named (scan_wait). The heavy barrier between
+// naming it and reading its status again makes that store/load pair a
+// Dekker handshake: either execute sees it named, or this sees it running
+// and leaves its stack alone. False if it was resumed first.
+bool switched_out_frames(G* gp, struct pc_buf* b);
 
 struct pc_buf {
   std::uintptr_t pcs[max_frames + 1];
@@ -51,6 +98,18 @@ _Unwind_Reason_Code collect_one(struct _Unwind_Context* ctx, void* arg) {
 }
 
 void collect_here(void* arg) { _Unwind_Backtrace(collect_one, arg); }
+
+bool switched_out_frames(G* gp, pc_buf* b) {
+  static std::mutex mu;  // one scan_g
+  std::lock_guard<std::mutex> lk(mu);
+  scan_g.store(gp, std::memory_order_relaxed);
+  heavy_fence();
+  std::uint32_t st = readgstatus(gp);
+  bool ok = (st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr;
+  if (ok) goro_on_gstack(gp->sched_sp, collect_here, b);
+  scan_g.store(nullptr, std::memory_order_release);
+  return ok;
+}
 
 // Frames of the runtime and of the standard library's call plumbing are
 // left out, as Go leaves out runtime.* frames (GOTRACEBACK=system shows
@@ -135,7 +194,8 @@ void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
   if (gp == self) {
     collect_here(&b);
   } else if ((st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr) {
-    goro_on_gstack(gp->sched_sp, collect_here, &b);
+    if (!switched_out_frames(gp, &b))
+      out += "\tgoroutine resumed during the dump; stack unavailable\n";
   } else if (st == g_running || st == g_syscall) {
     if (!interrupt || !interrupted_frames(gp, &b))
       out += "\tgoroutine running on other thread; stack unavailable\n";

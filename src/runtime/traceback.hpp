@@ -2,6 +2,7 @@
 // traceback, tracebackothers; runtime.Stack; the SIGQUIT dump).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +25,11 @@ std::string goroutine_trace(G* gp);
 // The same for a goroutine running (or blocked in a call) on another
 // thread, whose frames are asked of that thread with a signal.
 std::string running_goroutine_trace(G* gp);
+
+// The goroutine a dump is unwinding on its own stack, or null; execute
+// waits while it names the goroutine it is about to resume (scan_wait).
+extern std::atomic<G*> scan_g;
+void scan_wait(G* gp);
 // Every goroutine (the caller's first), blank-line separated. interrupt:
 // goroutines running on other threads, or in blocking calls, are asked for
 // their frames with a signal to their thread (signal_traceback), which
