@@ -16,13 +16,11 @@
 //    the program's code; every stdio call on the stream waits for it.
 //  - C11 mtx_lock/mtx_trylock/mtx_timedlock/mtx_unlock: glibc forwards them
 //    to its pthread mutex internally, past oslock.cpp's wrappers.
-//  - dl_iterate_phdr: the callback runs with the loader's lock held
-//    (dlopen, dlclose and other dl_iterate_phdr callers wait for it).
 // What is deliberately not counted is listed in docs/guide.md (Preemption,
 // OS locks).
 //
 // A wrapper around a call that runs the program's code (pthread_once,
-// call_once, dl_iterate_phdr) counts for the whole call and gives the count
+// call_once) counts for the whole call and gives the count
 // back if the code throws or the thread is cancelled through it.
 #include "runtime/oslock.hpp"
 #include "runtime/san.hpp"
@@ -61,7 +59,6 @@ struct hidden_fns {
   int (*mtx_trylock)(mtx_t*);
   int (*mtx_timedlock)(mtx_t*, const timespec*);
   int (*mtx_unlock)(mtx_t*);
-  int (*iterate_phdr)(int (*)(dl_phdr_info*, size_t, void*), void*);
 };
 hidden_fns real;
 std::atomic<bool> resolved{false};
@@ -86,7 +83,6 @@ __attribute__((noinline)) void resolve() {
   resolve_one(real.mtx_trylock, "mtx_trylock");
   resolve_one(real.mtx_timedlock, "mtx_timedlock");
   resolve_one(real.mtx_unlock, "mtx_unlock");
-  resolve_one(real.iterate_phdr, "dl_iterate_phdr");
   resolving = false;
   resolved.store(true, std::memory_order_release);
 }
@@ -235,18 +231,6 @@ GORO_EXPORT int mtx_unlock(mtx_t* m) {
   if (gp == nullptr || !dec(gp)) return fns().mtx_unlock(m);
   int rc = fns().mtx_unlock(m);
   goro::rt::oslock_preempt_point(gp, __builtin_return_address(0));
-  return rc;
-}
-
-// ---- the loader's lock around dl_iterate_phdr's callback
-
-GORO_EXPORT int dl_iterate_phdr(int (*cb)(dl_phdr_info*, size_t, void*),
-                                void* data) {
-  G* gp = cur();
-  if (gp == nullptr) return fns().iterate_phdr(cb, data);
-  held h(gp);
-  int rc = fns().iterate_phdr(cb, data);
-  h.done(__builtin_return_address(0));
   return rc;
 }
 
