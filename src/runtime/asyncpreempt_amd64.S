@@ -26,6 +26,23 @@
 
 #include "runtime/asyncpreempt_offsets.h"
 
+// DWARF call-frame opcodes and x86-64 register numbers for .cfi_escape.
+#define DW_CFA_def_cfa_expression 0x0f
+#define DW_CFA_expression 0x10
+#define DW_OP_breg3 0x73 /* rbx + SLEB128 offset */
+#define DW_OP_deref 0x06
+#define DW_OP_plus_uconst 0x23
+#define DWARF_RBX 3
+#define DWARF_RBP 6
+#define DWARF_R12 12
+#define DWARF_R13 13
+#define DWARF_R14 14
+#define DWARF_R15 15
+// A non-negative x < 8192 as a two-byte (S/U)LEB128: fixed-length
+// expressions whatever the offsets (asyncpreempt_internal.hpp checks the
+// range).
+#define LEB2(x) (((x) & 0x7f) | 0x80), (((x) >> 7) & 0x3f)
+
 	.text
 
 // [[noreturn]] goro_async_preempt_entry(G* gp, long kind), rsp = the M's g0_sp.
@@ -51,11 +68,15 @@ goro_async_preempt_entry:
 // the three slots rdi, RFLAGS and RIP, and `ret $128` steps back over the
 // red zone to the interrupted stack pointer.
 //
-// Until the stack pointer moves to the slots this is an outermost frame
-// (rip undefined). From then on the CFI describes the interrupted code as
-// the caller: CFA = S, RIP at S-136, rdi at S-152, every other register in
-// itself; .cfi_signal_frame tells unwinders that RIP is exact (not a
-// return address). Nothing is read below the stack pointer after it moves,
+// Where a dump starts unwinding a preempted goroutine (its saved context:
+// the return address goro_async_resume+1) and through goro_async_resumed,
+// the CFI finds the interrupted code through rbx = ctx: CFA = ctx->slots +
+// 152 = S, RIP at S-136, rdi at S-152, rbx, rbp and r12-r15 in ctx (DWARF
+// expressions; .cfi_signal_frame tells unwinders that RIP is exact, not a
+// return address). From the restore of the registers until the stack
+// pointer moves to the slots it is an outermost frame (rip undefined);
+// from then on the CFI describes the interrupted code as the caller: CFA =
+// S, RIP at S-136, rdi at S-152, every other register in itself. Nothing is read below the stack pointer after it moves,
 // so a signal delivered on this stack during the last instructions cannot
 // clobber what remains to be restored.
 	.globl	goro_async_resume
@@ -65,10 +86,31 @@ goro_async_preempt_entry:
 goro_async_resume:
 	.cfi_startproc
 	.cfi_signal_frame
-	.cfi_undefined %rip
+	// CFA = *(rbx + ASYNC_CTX_SLOTS) + ASYNC_SLOTS_BELOW_SP
+	// (DW_CFA_def_cfa_expression: DW_OP_breg3, DW_OP_deref,
+	// DW_OP_plus_uconst), then each callee-saved register at rbx + its
+	// offset (DW_CFA_expression: DW_OP_breg3).
+	.cfi_escape DW_CFA_def_cfa_expression, 7, DW_OP_breg3, LEB2(ASYNC_CTX_SLOTS), DW_OP_deref, DW_OP_plus_uconst, LEB2(ASYNC_SLOTS_BELOW_SP)
+	.cfi_offset %rip, -ASYNC_SLOT_RIP
+	.cfi_offset %rdi, -ASYNC_SLOT_RDI
+	.cfi_escape DW_CFA_expression, DWARF_RBX, 3, DW_OP_breg3, LEB2(ASYNC_CTX_RBX)
+	.cfi_escape DW_CFA_expression, DWARF_RBP, 3, DW_OP_breg3, LEB2(ASYNC_CTX_RBP)
+	.cfi_escape DW_CFA_expression, DWARF_R12, 3, DW_OP_breg3, LEB2(ASYNC_CTX_R12)
+	.cfi_escape DW_CFA_expression, DWARF_R13, 3, DW_OP_breg3, LEB2(ASYNC_CTX_R13)
+	.cfi_escape DW_CFA_expression, DWARF_R14, 3, DW_OP_breg3, LEB2(ASYNC_CTX_R14)
+	.cfi_escape DW_CFA_expression, DWARF_R15, 3, DW_OP_breg3, LEB2(ASYNC_CTX_R15)
 	nop			// the return address is goro_async_resume+1
 	movq	%rbx, %rdi
 	callq	goro_async_resumed
+	// rbx is about to be overwritten: outermost until rsp moves.
+	.cfi_undefined %rip
+	.cfi_same_value %rbx
+	.cfi_same_value %rbp
+	.cfi_same_value %r12
+	.cfi_same_value %r13
+	.cfi_same_value %r14
+	.cfi_same_value %r15
+	.cfi_same_value %rdi
 	movq	%rbx, %rdi
 	movl	$-1, %eax
 	movl	$-1, %edx

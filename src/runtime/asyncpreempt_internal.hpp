@@ -65,6 +65,9 @@ static_assert(offsetof(async_ctx, xsave) == ASYNC_CTX_XSAVE);
 static_assert(ASYNC_CTX_SIZE % 64 == 0,
               "the image after it must be 64-aligned");
 static_assert(ASYNC_SLOTS_BELOW_SP == ASYNC_RED_ZONE + 3 * 8);
+// The .S encodes these in its CFI as two-byte LEB128s (LEB2).
+static_assert(ASYNC_CTX_SLOTS < 8192 && ASYNC_SLOTS_BELOW_SP < 8192 &&
+              ASYNC_CTX_R15 < 8192);
 static_assert(ASYNC_SLOT_RIP == ASYNC_RED_ZONE + 8);
 static_assert(ASYNC_SLOT_RFLAGS == ASYNC_RED_ZONE + 16);
 static_assert(ASYNC_SLOT_RDI == ASYNC_RED_ZONE + 24);

@@ -196,6 +196,9 @@ void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
   } else if ((st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr) {
     if (!switched_out_frames(gp, &b))
       out += "\tgoroutine resumed during the dump; stack unavailable\n";
+  } else if (st == g_runnable) {
+    // Queued without a stack: it has not run yet (newproc.cpp).
+    out += "\tgoroutine not started yet\n";
   } else if (st == g_running || st == g_syscall) {
     if (!interrupt || !interrupted_frames(gp, &b))
       out += "\tgoroutine running on other thread; stack unavailable\n";
