@@ -20,6 +20,25 @@ __thread int goro_tls_nlocks __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace goro::rt {
 
+namespace {
+
+// The runtime's own waits make their system calls here, in goro's code,
+// not through libc's syscall(): the preemption handler hands off a
+// goroutine's P only from a call outside goro's code (blockedsyscall.cpp),
+// and a runtime wait on a goroutine's stack (a contended runtime lock, a
+// dump waiting for a traceback) must keep its P.
+long raw_syscall4(long nr, long a1, long a2, long a3, long a4) {
+  long ret;
+  register long r10 asm("r10") = a4;
+  asm volatile("syscall"
+               : "=a"(ret)
+               : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10)
+               : "rcx", "r11", "memory");
+  return ret;
+}
+
+}  // namespace
+
 void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t val,
                 std::int64_t ns) {
   struct timespec ts;
@@ -29,16 +48,14 @@ void futex_wait(std::atomic<std::uint32_t>* addr, std::uint32_t val,
     ts.tv_nsec = ns % 1000000000;
     tsp = &ts;
   }
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAIT_PRIVATE,
-          val, tsp, nullptr, 0);
+  raw_syscall4(SYS_futex, long(addr), FUTEX_WAIT_PRIVATE, long(val), long(tsp));
 }
 
 void futex_wake(std::atomic<std::uint32_t>* addr, int count) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), FUTEX_WAKE_PRIVATE,
-          count, nullptr, nullptr, 0);
+  raw_syscall4(SYS_futex, long(addr), FUTEX_WAKE_PRIVATE, count, 0);
 }
 
-void osyield() { sched_yield(); }
+void osyield() { raw_syscall4(SYS_sched_yield, 0, 0, 0, 0); }
 
 void mutex::lock_slow() {
   // Go's lock2: spin a little (the holder is probably running on another
