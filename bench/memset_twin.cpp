@@ -1,0 +1,128 @@
+// memset_twin.cpp: libc code under preemption requests (issue 23 item 4).
+//
+//   goro_memset_twin thread|goroutine [K]
+//
+// K (default 40) rounds of std::memset over a 64 MB buffer followed by
+// std::memcpy of it into a second 64 MB buffer. `thread`: a plain
+// std::thread runs the rounds. `goroutine`: goro::run at gomaxprocs 1, one
+// goroutine runs them while a second goroutine stays runnable on the same P
+// (it loops on goro::gosched() until the first is done), so sysmon asks the
+// first to yield every time slice; libc's code cannot be interrupted, and
+// the request must be repeated at most about once a slice (Go's back-off),
+// not on every sysmon round. Both buffers are touched before the timed part
+// in both modes. One line on stdout: mode, wall ms of the rounds, for a
+// goroutine the signals the runtime sent to its thread during them (and per
+// second, with the breakdown), and the process's peak RSS and minor page faults
+// (getrusage).
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <goro/debug.hpp>
+#include <goro/runtime.hpp>
+#include <goro/wait_group.hpp>
+#include <memory>
+#include <thread>
+
+namespace {
+
+constexpr std::size_t kBytes = std::size_t{64} << 20;
+
+// Keeps the compiler from dropping stores to `p` it thinks nobody reads.
+inline void escape(const void* p) { asm volatile("" : : "r"(p) : "memory"); }
+
+// The timed rounds; returns wall nanoseconds.
+std::int64_t rounds(char* a, char* b, int k) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < k; ++i) {
+    std::memset(a, i & 0xff, kBytes);
+    escape(a);
+    std::memcpy(b, a, kBytes);
+    escape(b);
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || (std::strcmp(argv[1], "thread") != 0 &&
+                   std::strcmp(argv[1], "goroutine") != 0)) {
+    std::fprintf(stderr, "usage: %s thread|goroutine [rounds]\n", argv[0]);
+    return 2;
+  }
+  const bool as_goroutine = std::strcmp(argv[1], "goroutine") == 0;
+  const int k = argc > 2 ? std::atoi(argv[2]) : 40;
+  if (k < 1) {
+    std::fprintf(stderr, "rounds must be >= 1\n");
+    return 2;
+  }
+
+  std::unique_ptr<char[]> a(new char[kBytes]);
+  std::unique_ptr<char[]> b(new char[kBytes]);
+  std::memset(a.get(), 1, kBytes);  // page faults here, outside the timing
+  std::memset(b.get(), 1, kBytes);
+  escape(a.get());
+  escape(b.get());
+
+  std::int64_t ns = 0;
+  goro::debug::preempt_stats before{}, after{};
+  if (!as_goroutine) {
+    std::thread t([&] { ns = rounds(a.get(), b.get(), k); });
+    t.join();
+  } else {
+    goro::options opt;
+    opt.gomaxprocs = 1;
+    goro::run(opt, [&] {
+      std::atomic<bool> done{false};
+      std::atomic<bool> spinning{false};
+      goro::wait_group wg;
+      wg.add(2);
+      goro::go([&] {
+        spinning.store(true, std::memory_order_relaxed);
+        while (!done.load(std::memory_order_relaxed)) goro::gosched();
+        wg.done();
+      });
+      goro::go([&] {
+        // Start once the other goroutine is in its loop, so it is runnable
+        // on the P for the whole of the rounds.
+        while (!spinning.load(std::memory_order_relaxed)) goro::gosched();
+        before = goro::debug::read_preempt_stats();
+        ns = rounds(a.get(), b.get(), k);
+        after = goro::debug::read_preempt_stats();
+        done.store(true, std::memory_order_relaxed);
+        wg.done();
+      });
+      wg.wait();
+    });
+  }
+
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double ms = static_cast<double>(ns) / 1e6;
+  std::printf("mode=%s rounds=%d ms=%.1f", argv[1], k, ms);
+  if (as_goroutine) {
+    // Every tgkill of the runtime: preemption requests (signals_sent) and
+    // the blocked-thread probe's (blocked_signalled, a thread found off the
+    // CPUs for a whole period, e.g. descheduled on a loaded machine).
+    const auto requests = after.signals_sent - before.signals_sent;
+    const auto blocked = after.blocked_signalled - before.blocked_signalled;
+    const auto sent = requests + blocked;
+    std::printf(
+        " signals=%llu signals_per_s=%.1f requests=%llu blocked_signalled=%llu "
+        "rejected_pc=%llu preempted=%llu",
+        static_cast<unsigned long long>(sent),
+        static_cast<double>(sent) / (ms / 1e3),
+        static_cast<unsigned long long>(requests),
+        static_cast<unsigned long long>(blocked),
+        static_cast<unsigned long long>(after.rejected_pc - before.rejected_pc),
+        static_cast<unsigned long long>(after.preempted - before.preempted));
+  }
+  std::printf(" maxrss_kb=%ld minflt=%ld\n", ru.ru_maxrss, ru.ru_minflt);
+  return 0;
+}
