@@ -2,7 +2,8 @@
 # memset_twin.sh: issue 23 item 4's twin. Runs goro_memset_twin (64 MB
 # memset + memcpy rounds) in N fresh processes per mode, alternating
 # thread, goroutine, thread, ..., and prints median/min/max wall ms per
-# mode, the goroutine/thread ratio of the medians (target <= 1.05), the
+# mode, the goroutine/thread ratio of the medians (target <= 1.05; also of
+# the loop thread's CPU time, which a loaded machine inflates less), the
 # median preemption signals per second, and peak RSS / minor faults.
 #
 #   bench/memset_twin.sh [--no-build] [-n N] [-k ROUNDS]
@@ -40,12 +41,15 @@ field() { grep "^mode=$1 " "$out" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 stats() { sort -g | awk '{v[NR]=$1} END {printf "%s %s %s\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
 for mode in thread goroutine; do
   read -r med lo hi < <(field $mode ms | stats)
+  read -r cpu _ _ < <(field $mode cpu_ms | stats)
   read -r rss _ _ < <(field $mode maxrss_kb | stats)
   read -r flt _ _ < <(field $mode minflt | stats)
-  printf '%-9s median %8.1f ms  min %8.1f  max %8.1f  rss %d kB  minflt %d\n' \
-    "$mode" "$med" "$lo" "$hi" "$rss" "$flt"
-  declare "med_$mode=$med"
+  printf '%-9s median %7.1f ms  min %7.1f  max %7.1f  cpu %7.1f ms  rss %d kB  minflt %d\n' \
+    "$mode" "$med" "$lo" "$hi" "$cpu" "$rss" "$flt"
+  declare "med_$mode=$med" "cpu_$mode=$cpu"
 done
 read -r sps lo hi < <(field goroutine signals_per_s | stats)
-awk -v g="$med_goroutine" -v t="$med_thread" -v s="$sps" -v lo="$lo" -v hi="$hi" \
-  'BEGIN {printf "ratio goroutine/thread %.3f (target <= 1.05); signals/s median %.1f (min %.1f max %.1f)\n", g/t, s, lo, hi}'
+awk -v g="$med_goroutine" -v t="$med_thread" -v gc="$cpu_goroutine" -v tc="$cpu_thread" \
+  -v s="$sps" -v lo="$lo" -v hi="$hi" 'BEGIN {
+  printf "ratio goroutine/thread %.3f wall (target <= 1.05), %.3f cpu; ", g/t, gc/tc
+  printf "signals/s median %.1f (min %.1f max %.1f)\n", s, lo, hi }'
