@@ -7,7 +7,8 @@
 # median preemption signals per second, and peak RSS / minor faults.
 #
 #   bench/memset_twin.sh [--no-build] [-n N] [-k ROUNDS]
-# The environment (GORO_TIMESLICE, GORO_DEBUG) passes through to the runs.
+# The environment (GORO_TIMESLICE, GORO_DEBUG) passes through to the runs;
+# MEMSET_TWIN_BIN=path runs another build of the program (with --no-build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=1 n=5 k=100
@@ -20,7 +21,7 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-bin=build/default/bench/goro_memset_twin
+bin=${MEMSET_TWIN_BIN:-build/default/bench/goro_memset_twin}
 if [[ $build == 1 ]]; then
   cmake --preset default >/dev/null
   cmake --build --preset default -j2 --target goro_memset_twin >/dev/null
