@@ -40,17 +40,18 @@ done
 field() { grep "^mode=$1 " "$out" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
 # stats: "median min max" of numbers on stdin.
 stats() { sort -g | awk '{v[NR]=$1} END {printf "%s %s %s\n", v[int((NR+1)/2)], v[1], v[NR]}'; }
+declare -A wall cpu
 for mode in thread goroutine; do
   read -r med lo hi < <(field $mode ms | stats)
-  read -r cpu _ _ < <(field $mode cpu_ms | stats)
+  read -r c _ _ < <(field $mode cpu_ms | stats)
   read -r rss _ _ < <(field $mode maxrss_kb | stats)
   read -r flt _ _ < <(field $mode minflt | stats)
   printf '%-9s median %7.1f ms  min %7.1f  max %7.1f  cpu %7.1f ms  rss %d kB  minflt %d\n' \
-    "$mode" "$med" "$lo" "$hi" "$cpu" "$rss" "$flt"
-  declare "med_$mode=$med" "cpu_$mode=$cpu"
+    "$mode" "$med" "$lo" "$hi" "$c" "$rss" "$flt"
+  wall[$mode]=$med cpu[$mode]=$c
 done
 read -r sps lo hi < <(field goroutine signals_per_s | stats)
-awk -v g="$med_goroutine" -v t="$med_thread" -v gc="$cpu_goroutine" -v tc="$cpu_thread" \
+awk -v g="${wall[goroutine]}" -v t="${wall[thread]}" -v gc="${cpu[goroutine]}" -v tc="${cpu[thread]}" \
   -v s="$sps" -v lo="$lo" -v hi="$hi" 'BEGIN {
   printf "ratio goroutine/thread %.3f wall (target <= 1.05), %.3f cpu; ", g/t, gc/tc
   printf "signals/s median %.1f (min %.1f max %.1f)\n", s, lo, hi }'
