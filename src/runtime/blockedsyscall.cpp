@@ -9,8 +9,10 @@
 // thread's CPU clock sampled about that often; a clock that did not move
 // between two samples of the same run means the thread was off the CPUs
 // all along: blocked in the kernel, or waiting for a CPU (an overloaded
-// machine). sysmon then sends the preemption signal. Cost: one
-// clock_gettime per such P and period, only while a run lasts that long.
+// machine), which its state in /proc/self/task/TID/stat tells apart ('R').
+// sysmon then sends the preemption signal to a blocked one. Cost: one
+// clock_gettime per such P and period, only while a run lasts that long,
+// and a read of /proc for a thread found off the CPUs.
 //
 // Decision (the handler, on the thread itself, so nothing races with the
 // thread's own use of its P): the signal interrupted a restartable system
@@ -39,9 +41,11 @@
 // cannot redirect the thread there).
 #include "runtime/blockedsyscall.hpp"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -148,6 +152,25 @@ void report_blocked(P* pp, M* mp, std::int64_t ms) {
         "(GORO_DEBUG=blockedfatal=1)");
 }
 
+// The scheduler state of thread tid ('R' running or runnable, 'S' or 'D'
+// asleep in the kernel...), from /proc; 0 if unknown. Three system calls:
+// only for a thread its CPU clock already shows off the CPUs.
+char thread_state(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(tid));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[256];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  // "tid (comm) S ...": comm may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const char* rp = std::strrchr(buf, ')');
+  return rp != nullptr && rp[1] == ' ' ? rp[2] : 0;
+}
+
 }  // namespace
 
 void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
@@ -168,6 +191,9 @@ void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
   bool idle =
       same_run && cpu >= 0 && pp->sysmon_blktid == tid &&
       (cpu - pp->sysmon_blkcpu) * idle_cpu_fraction < now - pp->sysmon_blkwhen;
+  // Off the CPUs, but runnable: waiting for a CPU on a loaded machine, not
+  // blocked (a signal would only cost it time).
+  if (idle && thread_state(tid) == 'R') idle = false;
   if (!idle) {
     pp->sysmon_blksince = 0;
     pp->sysmon_blkbackoff = 0;
