@@ -329,6 +329,7 @@ void asyncpreempt_init() {
       debug.asyncpreemptsig != SIGSEGV && debug.asyncpreemptsig != SIGBUS)
     preempt_sig = debug.asyncpreemptsig;
   oslock_init();
+  sigmask_init();
   if (debug.asyncpreemptoff > 0) supported = false;
   // On by default (GORO_DEBUG=asyncpreempt=0 starts with it off; the API
   // can still turn it on; asyncpreemptoff=1 keeps it off).

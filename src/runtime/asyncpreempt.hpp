@@ -34,6 +34,9 @@ extern async_preempt_counters async_preempt_stats;
 // not told about to another thread (blockedsyscall.cpp); set at start-up.
 extern std::atomic<bool> blocked_handoff_on;
 
+// sigmask.cpp: resolves the real pthread_sigmask/sigprocmask behind
+// libgoro's wrappers (and links them in from the static library).
+void sigmask_init();
 // Start-up: applies GORO_DEBUG's asyncpreempt/asyncpreemptoff/
 // asyncpreemptsig settings (debug_vars) and installs the handler if on.
 void asyncpreempt_init();

@@ -39,11 +39,13 @@ struct P {
   // sysmon's last view of this P (Go's sysmontick).
   std::uint32_t sysmon_schedtick = 0;
   std::int64_t sysmon_schedwhen = 0;
-  // When sysmon last asked this slice's goroutine to yield (0: not yet).
-  // It asks again only a whole slice later (Go's pace): a goroutine in
-  // code where a request cannot take effect (libc, a lock) is signalled
-  // about once a slice, not on every sysmon round.
+  // When sysmon last asked this slice's goroutine to yield (0: not yet),
+  // and how long it waits before asking again: from an eighth of a slice,
+  // doubling up to a slice (sysmon.cpp retake), so a goroutine in code
+  // where a request cannot take effect (libc, a lock) is signalled about
+  // once a slice, not on every sysmon round.
   std::int64_t sysmon_askedwhen = 0;
+  std::int64_t sysmon_askgap = 0;
   // sysmon's view of nrun for the long-running report. Unlike schedtick,
   // nrun moves on every dispatch, a runnext chain's included (its links
   // share one time slice), so an nrun unchanged since sysmon_nrunwhen

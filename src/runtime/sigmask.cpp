@@ -107,6 +107,15 @@ int masked_call(sigmask_fn fn, int how, const sigset_t* set, sigset_t* old) {
 }
 
 }  // namespace
+
+void sigmask_init() {
+  // Resolved at start-up rather than inside a first call; and the call
+  // from asyncpreempt_init is what links this file in from libgoro.a,
+  // whose wrappers nothing else references.
+  (void)real(real_pthread_sigmask, "pthread_sigmask");
+  (void)real(real_sigprocmask, "sigprocmask");
+}
+
 }  // namespace goro::rt
 
 using namespace goro::rt;
@@ -119,5 +128,11 @@ extern "C" int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
 extern "C" int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
   return masked_call(real(real_sigprocmask, "sigprocmask"), how, set, old);
 }
+
+#else  // GORO_HAVE_TSAN
+
+namespace goro::rt {
+void sigmask_init() {}
+}  // namespace goro::rt
 
 #endif  // GORO_HAVE_TSAN

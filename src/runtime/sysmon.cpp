@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -121,6 +122,10 @@ bool long_run_due(P* pp, std::int64_t now, std::int64_t limit) {
   return false;
 }
 
+// A request that has not taken effect is first repeated after
+// slice / first_reask_divisor (then the gap doubles up to a slice).
+constexpr std::int64_t first_reask_divisor = 8;
+
 // Go's retake, the time-slice part: a P whose schedtick has not moved for
 // a whole time slice runs one goroutine (or a runnext chain sharing one
 // slice) for too long; ask it to yield. Returns the number of Ps retaken
@@ -140,19 +145,21 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
         pp->sysmon_schedtick = t;
         pp->sysmon_schedwhen = now;
         pp->sysmon_askedwhen = 0;
+        pp->sysmon_askgap = slice / first_reask_divisor;
       }
       // Go's rule: a P whose schedtick has not moved for a slice is asked
       // to switch. A runnext chain (a spawn chain, a pair handing off
       // through channels) shares the slice, as in Go; the request is
       // honoured at the chain's next switch (schedule's yield_runnext), or
-      // at the goroutine's next safe point. Until then it is repeated once
-      // a slice, not on every round: each request may be a signal.
-      std::int64_t from = pp->sysmon_askedwhen > pp->sysmon_schedwhen
-                              ? pp->sysmon_askedwhen
-                              : pp->sysmon_schedwhen;
-      // The goroutine running there now may still be running when its
-      // slice ends: sysmon must look again by then.
-      std::int64_t end = from + slice;
+      // at the goroutine's next safe point. Until then it is repeated,
+      // each request possibly a signal, after an eighth of a slice, then a
+      // quarter, a half, and from then on once a slice, not on every round:
+      // a goroutine that was only passing through code a request cannot
+      // interrupt is caught again soon, one that stays there (libc's
+      // memset, an OS lock) is signalled about once a slice.
+      std::int64_t end = pp->sysmon_askedwhen != 0
+                             ? pp->sysmon_askedwhen + pp->sysmon_askgap
+                             : pp->sysmon_schedwhen + slice;
       if (s == p_running && (*next_slice_end == 0 || end < *next_slice_end))
         *next_slice_end = end;
       // The long-running report times one goroutine's run, not the time
@@ -173,7 +180,11 @@ int retake(std::int64_t now, std::int64_t* next_slice_end) {
       if (end <= now) {
         // A request that found no goroutine (the thread between two, on
         // g0) is made again at the next round.
-        if (preemptone(pp)) pp->sysmon_askedwhen = now;
+        if (preemptone(pp)) {
+          if (pp->sysmon_askedwhen != 0)
+            pp->sysmon_askgap = std::min(2 * pp->sysmon_askgap, slice);
+          pp->sysmon_askedwhen = now;
+        }
         // In a syscall, preemptone does nothing: retake the P instead.
         sysretake = true;
       }
