@@ -72,6 +72,10 @@ int bad_blocks(const std::string& dump, int* seen, std::string* bad) {
 }
 
 TEST(DumpRace, DumpWhileGoroutinesResumeElsewhere) {
+  if (GORO_TEST_TSAN)
+    GTEST_SKIP() << "the dump's handshake with execute is an asymmetric "
+                    "fence (membarrier), which TSan does not see: it reports "
+                    "the stack reads as races";
   goro::options o;
   o.gomaxprocs = 2;
   int dumps = 0, seen = 0, bad = 0;
