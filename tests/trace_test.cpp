@@ -574,9 +574,13 @@ TEST(Trace, TimesFollowTheClock) {
     // inside the slice, so the slice is at least as long (less 50 us of
     // rounding) and, with nothing else to run meanwhile but yields, not
     // twice as long.
+    // Under TSan a goroutine's first run costs a few milliseconds more
+    // (its fiber's set-up: 6-7 ms on the 2-vCPU VM, at 5b10399 too).
     double span_us = last_e[k] - first_b[k];
     EXPECT_GE(span_us, spun_ms[k] * 1000 - 50) << spin_ms[k] << " ms spin";
-    EXPECT_LE(span_us, spun_ms[k] * 2000 + 1000) << spin_ms[k] << " ms spin";
+    EXPECT_LE(span_us,
+              spun_ms[k] * 2000 + goro_test::scaled(1000.0, 1000.0, 15000.0))
+        << spin_ms[k] << " ms spin";
   }
   ASSERT_GE(sleep_park, 0) << "no park of the sleeping goroutine";
   ASSERT_GE(wake_b, 0) << "the sleeping goroutine never ran again";
