@@ -115,6 +115,10 @@ const char* blocked_reason(int why) {
 // as off the CPUs.
 constexpr std::int64_t idle_cpu_fraction = 32;
 
+// The longest wait between two samples of a thread that keeps computing,
+// in periods.
+constexpr std::int64_t max_sample_gap = 8;
+
 // The longest wait between two signals to a thread that stays blocked, in
 // blockedsyscall periods.
 constexpr std::int64_t max_blocked_backoff = 64;
@@ -178,9 +182,14 @@ void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
   std::int64_t period = std::int64_t(debug.blockedsyscall) * 1000;
   // Half a period into the run for the first sample, then one a period:
   // the thread is signalled between one and two periods after it blocked.
+  // While the samples show the thread computing (on a CPU at least half
+  // the time), they space out, doubling up to max_sample_gap periods; the
+  // first sample that finds it mostly off the CPUs brings them back to one
+  // a period.
   if (now - nrunwhen < period / 2) return;
   bool same_run = pp->sysmon_blkcpu >= 0 && pp->sysmon_blknrun == nrun;
-  if (same_run && now - pp->sysmon_blkwhen < period) return;
+  if (!same_run) pp->sysmon_blkgap = period;
+  if (same_run && now - pp->sysmon_blkwhen < pp->sysmon_blkgap) return;
   M* mp = pp->m.load(std::memory_order_acquire);
   if (mp == nullptr) return;
   pid_t tid = __atomic_load_n(&mp->procid, __ATOMIC_RELAXED);
@@ -194,6 +203,12 @@ void sysmon_check_blocked(P* pp, std::uint64_t nrun, std::int64_t nrunwhen,
   // Off the CPUs, but runnable: waiting for a CPU on a loaded machine, not
   // blocked (a signal would only cost it time).
   if (idle && thread_state(tid) == 'R') idle = false;
+  std::int64_t window = now - pp->sysmon_blkwhen;
+  if (same_run && cpu >= 0 && (cpu - pp->sysmon_blkcpu) * 2 >= window)
+    pp->sysmon_blkgap =
+        std::min(2 * pp->sysmon_blkgap, max_sample_gap * period);
+  else
+    pp->sysmon_blkgap = period;
   if (!idle) {
     pp->sysmon_blksince = 0;
     pp->sysmon_blkbackoff = 0;

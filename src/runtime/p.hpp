@@ -71,8 +71,10 @@ struct P {
   // ran), and the run sysmon reported as blocked with waiters.
   std::int64_t sysmon_blksince = 0;
   std::uint64_t sysmon_blkreported = ~std::uint64_t(0);
-  // How long the thread must have been off the CPUs for the next signal.
+  // How long the thread must have been off the CPUs for the next signal,
+  // and the wait before the next sample.
   std::int64_t sysmon_blkbackoff = 0;
+  std::int64_t sysmon_blkgap = 0;
   // sysmon asked this P to switch goroutines (preemptone). Cleared by the
   // next schedule(), which also ends a runnext chain's shared slice there
   // (schedule.cpp, yield_runnext).
