@@ -53,9 +53,6 @@
 #include <string>
 
 #include "runtime/asyncpreempt_internal.hpp"
-#include "runtime/globrunq.hpp"
-#include "runtime/lockosthread.hpp"
-#include "runtime/mstart.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/park.hpp"
 #include "runtime/proc.hpp"
@@ -341,29 +338,11 @@ void blocked_syscall_m(M* mp, G* gp) {
   // back to this thread: the pin) and wait for a P.
   P* oldp = mp->oldp;
   mp->oldp = nullptr;
-  bool got_p = exitsyscall_takep(oldp);
+  if (!exitsyscall_takep(oldp)) exitsyscall_nop(mp, gp);
   casgstatus(gp, g_syscall, g_runnable);
-  trace_sys_exit(gp, got_p);
+  trace_sys_exit(gp, true);
   dropg(mp, gp);
-  if (got_p) execute(gp, true);
-  P* pp;
-  {
-    lock_guard lk(sched.lock);
-    pp = sched.gcwaiting.load() ? nullptr : pidleget();
-    if (pp == nullptr) globrunqput(gp);
-  }
-  if (pp != nullptr) {
-    acquirep(pp);
-    execute(gp, false);
-  }
-  if (mp->lockedg != nullptr) {
-    stoplockedm();
-    execute(gp, false);
-  }
-  // Not pinned (GORO_DEBUG=asyncpreemptmigrate=1): any thread may run it.
-  stopm();
-  schedule();
-  __builtin_unreachable();
+  execute(gp, true);
 }
 
 }  // namespace goro::rt

@@ -80,9 +80,14 @@ void handoffp(P* pp) {
 namespace {
 
 void exitsyscall0(void* arg) {
-  G* gp = static_cast<G*>(arg);
   M* mp = getm();
   san_enter_g0(mp);
+  exitsyscall_nop(mp, static_cast<G*>(arg));
+}
+
+}  // namespace
+
+void exitsyscall_nop(M* mp, G* gp) {
   casgstatus(gp, g_syscall, g_runnable);
   trace_sys_exit(gp, false);
   dropg(mp, gp);
@@ -103,9 +108,8 @@ void exitsyscall0(void* arg) {
   }
   stopm();
   schedule();
+  __builtin_unreachable();
 }
-
-}  // namespace
 
 namespace {
 

@@ -14,6 +14,10 @@ void exitsyscall();
 // any idle P. False (and no P) when there is none or a stop-the-world is
 // pending.
 bool exitsyscall_takep(P* oldp);
+// On g0, gp (mp's curg) back from a system call and no P taken: run it on
+// an idle P, or queue it and park the thread (waiting for gp itself if the
+// thread is locked to it). Go's exitsyscall0.
+[[noreturn]] void exitsyscall_nop(M* mp, G* gp);
 void handoffp(P* pp);
 // A goroutine that yields inside a goro::blocking region leaves the syscall
 // state for the switch and re-enters it after resuming. (Parking inside a
