@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "preempt_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -37,11 +38,7 @@ using clk = std::chrono::steady_clock;
                       "handler cannot redirect a thread)";                \
   } while (0)
 
-goro::options procs(int n) {
-  goro::options o;
-  o.gomaxprocs = n;
-  return o;
-}
+using goro_test::procs;
 
 // The child's bound: a hang is a failure with a message, not a stuck test.
 void child_alarm() {
@@ -130,18 +127,6 @@ TEST(BlockedSyscall, TwoHundredPlainReadsAtP2) {
       ::testing::ExitedWithCode(0), "^$");
 }
 
-// Call-free work for `ms` in the executable (preemptible).
-__attribute__((noinline)) std::uint64_t work_ms(int ms) {
-  auto until = clk::now() + std::chrono::milliseconds(ms);
-  std::uint64_t x = 1;
-  while (clk::now() < until)
-    for (int i = 0; i < 4096; i++) {
-      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-      asm volatile("" : "+r"(x));
-    }
-  return x;
-}
-
 // The fourth program: a goroutine holds a C++20 binary_semaphore
 // (a futex in inline header code: nothing to interpose) across ~80 ms of
 // its own code and is preempted there (a 1 ms slice); another goroutine
@@ -163,7 +148,7 @@ void semaphore_program(int nprocs) {
     goro::go([&] {
       sem.acquire();
       held.store(true);
-      work_ms(80);
+      goro_test::work_us(80 * 1000);
       sem.release();
       done.fetch_add(1);
       wg.done();

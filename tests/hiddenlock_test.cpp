@@ -28,6 +28,7 @@
 #include <goro/wait_group.hpp>
 #include <mutex>
 
+#include "preempt_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -35,21 +36,7 @@ namespace {
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 
-constexpr std::uint64_t K = 6364136223846793005ULL;
-constexpr std::uint64_t C = 1442695040888963407ULL;
-
-// Call-free work for `us` microseconds: the clock is read through the
-// vDSO, the loop itself is the executable's (preemptible).
-__attribute__((noinline)) std::uint64_t work_us(int us) {
-  auto until = clk::now() + std::chrono::microseconds(us);
-  std::uint64_t x = 1;
-  while (clk::now() < until)
-    for (int i = 0; i < 4096; i++) {
-      x = x * K + C;
-      asm volatile("" : "+r"(x));
-    }
-  return x;
-}
+using goro_test::work_us;
 
 constexpr int kHoldUs = 80000;
 

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "preempt_support.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -32,20 +33,8 @@ namespace {
 using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 
-constexpr std::uint64_t K = 6364136223846793005ULL;
-constexpr std::uint64_t C = 1442695040888963407ULL;
-
-__attribute__((noinline)) std::uint64_t spin(const std::atomic<bool>& stop) {
-  std::uint64_t x = 1;
-  while (!stop.load(std::memory_order_relaxed)) x = x * K + C;
-  return x;
-}
-
-goro::options procs(int n) {
-  goro::options o;
-  o.gomaxprocs = n;
-  return o;
-}
+using goro_test::procs;
+using goro_test::spin;
 
 #define SKIP_UNDER_TSAN()                                                     \
   do {                                                                        \
