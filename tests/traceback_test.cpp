@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <goro/goro.hpp>
+#include <goro/stats.hpp>
 #include <string>
 
 #include "runtime/dwarfline.hpp"
@@ -310,7 +311,10 @@ TEST_F(TracebackDeathTest, SigquitDumpsEveryGoroutineAndExits2) {
         goro::run([] {
           auto ch = goro::make_chan<int>();
           goro::go([ch] { traceback_test_parked_receiver(ch); });
-          for (int i = 0; i < 10; i++) goro::gosched();
+          // Until the receiver has parked (it may have been stolen by the
+          // other P's thread, still starting): bounded.
+          for (int i = 0; i < 100000 && goro::stats().waiting == 0; i++)
+            goro::gosched();
           ::kill(::getpid(), SIGQUIT);
           // sysmon prints and exits; bounded in case it does not.
           goro::sleep(10s);
