@@ -8,8 +8,10 @@
 // redirect a thread there): those tests skip.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,34 +52,45 @@ void child_alarm() {
   alarm(20);
 }
 
-// One goroutine reads a pipe with a plain read(2); the writer is another
-// goroutine, which can only run once the reader's thread has lost its P
-// (at GOMAXPROCS 1 the only one).
-void plain_read_program(int nprocs) {
+// One goroutine blocks in a plain call (`wait`); the goroutine that
+// unblocks it (`wake`) can only run once the waiter's thread has lost its
+// P (at GOMAXPROCS 1 the only one).
+template <class Wait, class Wake>
+void plain_call_program(int nprocs, Wait wait, Wake wake) {
   child_alarm();
-  int fds[2];
-  if (pipe(fds) != 0) _exit(4);
   bool ok = false;
   goro::run(procs(nprocs), [&] {
-    std::atomic<bool> reading{false};
+    std::atomic<bool> waiting{false};
     goro::wait_group wg;
     wg.add(2);
-    char got = 0;
+    bool got = false;
     goro::go([&] {
-      reading.store(true);
-      if (read(fds[0], &got, 1) != 1) got = 0;
+      waiting.store(true);
+      got = wait();
       wg.done();
     });
     goro::go([&] {
-      while (!reading.load()) goro::gosched();
-      char c = 'x';
-      if (write(fds[1], &c, 1) != 1) _exit(5);
+      while (!waiting.load()) goro::gosched();
+      if (!wake()) _exit(5);
       wg.done();
     });
     wg.wait();
-    ok = got == 'x';
+    ok = got;
   });
   std::_Exit(ok ? 0 : 1);
+}
+
+// A plain read(2) of a pipe whose writer is a goroutine.
+void plain_read_program(int nprocs) {
+  int fds[2];
+  if (pipe(fds) != 0) _exit(4);
+  plain_call_program(
+      nprocs,
+      [&] {
+        char c = 0;
+        return read(fds[0], &c, 1) == 1 && c == 'x';
+      },
+      [&] { return write(fds[1], "x", 1) == 1; });
 }
 
 TEST(BlockedSyscall, PlainReadWhoseWriterIsAGoroutineP1) {
@@ -90,6 +103,41 @@ TEST(BlockedSyscall, PlainReadWhoseWriterIsAGoroutineP2) {
   SKIP_UNDER_TSAN();
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(plain_read_program(2), ::testing::ExitedWithCode(0), "^$");
+}
+
+// A blocking recv(2), as inside a C client library, on a socket pair whose
+// other end a goroutine writes.
+TEST(BlockedSyscall, BlockingRecvWhosePeerIsAGoroutineP1) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) _exit(4);
+        plain_call_program(
+            1,
+            [&] {
+              char c = 0;
+              return recv(sv[0], &c, 1, 0) == 1 && c == 'x';
+            },
+            [&] { return send(sv[1], "x", 1, 0) == 1; });
+      },
+      ::testing::ExitedWithCode(0), "^$");
+}
+
+// sem_wait on a POSIX semaphore that a goroutine posts.
+TEST(BlockedSyscall, SemWaitPostedByAGoroutineP1) {
+  SKIP_UNDER_TSAN();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        static sem_t sem;
+        if (sem_init(&sem, 0, 0) != 0) _exit(4);
+        plain_call_program(
+            1, [] { return sem_wait(&sem) == 0; },
+            [] { return sem_post(&sem) == 0; });
+      },
+      ::testing::ExitedWithCode(0), "^$");
 }
 
 // 200 goroutines in plain reads of one pipe, then one goroutine writes a
