@@ -45,12 +45,7 @@ namespace goro::rt {
     mp->lockedg = gp;
     gp->async_pinned = true;
   }
-  if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
-    runqput(mp->p, gp, false);
-  } else {
-    lock_guard lk(sched.lock);
-    globrunqput(gp);
-  }
+  put_yielded(mp->p, gp);
   // schedule() sees the locked goroutine: it hands the P (with gp queued)
   // to another thread and waits until someone finds gp and hands a P back.
   schedule();

@@ -133,14 +133,18 @@ void gosched_m(void* arg) {
   san_enter_g0(mp);
   casgstatus(gp, g_running, g_runnable);
   dropg(mp, gp);
+  put_yielded(mp->p, gp);
+  wakep();
+  schedule();
+}
+
+void put_yielded(P* pp, G* gp) {
   if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
-    runqput(mp->p, gp, false);
+    runqput(pp, gp, false);
   } else {
     lock_guard lk(sched.lock);
     globrunqput(gp);
   }
-  wakep();
-  schedule();
 }
 
 void gopark(bool (*unlockf)(G*, void*), void* lock, wait_reason reason) {

@@ -26,6 +26,10 @@ inline void dropg(M* mp, G* gp) {
 // On g0: requeue gp on the global queue and schedule (Go's goschedImpl,
 // shared by gosched and preemption).
 [[noreturn]] void gosched_m(void* gp);
+// Queues a goroutine that yields or is preempted as Go's goschedImpl does:
+// the global queue's tail, or, while the global queue is empty, the local
+// queue's tail of pp (the same order on this P without sched.lock).
+void put_yielded(P* pp, G* gp);
 // Makes a parked goroutine runnable in the waker's runnext (Go's goready).
 void goready(G* gp);
 // Puts Gs readied without a P (plain threads) on the global queue.

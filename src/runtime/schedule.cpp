@@ -3,11 +3,11 @@
 #include "runtime/schedule.hpp"
 
 #include "runtime/context.hpp"
-#include "runtime/globrunq.hpp"
 #include "runtime/lockosthread.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/newproc.hpp"
 #include "runtime/panic.hpp"
+#include "runtime/park.hpp"
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
@@ -70,14 +70,8 @@ namespace {
 // points and execute clears each link's G.preempt. Once per slice at most.
 void yield_runnext(P* pp) {
   G* next = pp->runnext.load(std::memory_order_relaxed);
-  if (next == nullptr || !pp->runnext.compare_exchange_strong(next, nullptr))
-    return;
-  if (sched.runqsize.load(std::memory_order_relaxed) == 0) {
-    runqput(pp, next, false);
-  } else {
-    lock_guard lk(sched.lock);
-    globrunqput(next);
-  }
+  if (next != nullptr && pp->runnext.compare_exchange_strong(next, nullptr))
+    put_yielded(pp, next);
 }
 
 }  // namespace
