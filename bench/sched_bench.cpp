@@ -190,6 +190,37 @@ GOROBENCH_WORKLOAD(chain,
   gorobench::result("chain_drain", drain_ns / 1e6, "ms");
 }
 
+// Go's test/chan/goroutines.go as written: 100k goroutines in a chain, each
+// receiving from its right channel and sending the value to its left one
+// (unbuffered); the value enters at the last-created end and leaves at the
+// first, so the drain wakes the goroutines in the reverse of their creation
+// order (`chain` above passes it the other way). goroutines_create: the
+// spawn loop; goroutines_drain: from the send of 1 into the rightmost
+// channel until main receives it from the leftmost.
+GOROBENCH_WORKLOAD(goroutines,
+                   "Go's test/chan/goroutines.go as written (100k, value "
+                   "enters at the last-created end); creation and drain, ms",
+                   "goroutines_create goroutines_drain") {
+  constexpr int n = 100'000;
+  auto leftmost = goro::make_chan<int>();
+  auto left = leftmost;
+  auto right = leftmost;
+  auto t0 = clock::now();
+  for (int i = 0; i < n; ++i) {
+    right = goro::make_chan<int>();
+    goro::go([left, right] { left.send(*right.recv()); });
+    left = right;
+  }
+  const double create_ns = ns_since(t0);
+  auto t1 = clock::now();
+  goro::go([right] { right.send(1); });
+  const int v = *leftmost.recv();
+  const double drain_ns = ns_since(t1);
+  gorobench::check("goroutines", static_cast<std::uint64_t>(v));
+  gorobench::result("goroutines_create", create_ns / 1e6, "ms");
+  gorobench::result("goroutines_drain", drain_ns / 1e6, "ms");
+}
+
 // 1M goroutines parked at once on one channel, released by close.
 // mass_create: until all of them have started (each counts itself just
 // before its receive); mass_release: from close until all have finished.

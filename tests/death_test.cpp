@@ -265,7 +265,7 @@ TEST_F(DeathTest, StackOverflowCanary) {
     wg.add(n);
     for (int i = 0; i < n; i++)
       goro::go([&] {
-        recurse_bounded(40);  // ~80 KiB of the 256 KiB stack
+        recurse_bounded(20);  // ~40 KiB of the 64 KiB default stack
         for (int k = 0; k < 10; k++) goro::gosched();
         ran.fetch_add(1);
         wg.done();
@@ -491,7 +491,7 @@ TEST_F(DeathTest, ResizeWhileSpawning) {
 }
 
 // Global default stack size from GORO_STACK_SIZE (with a suffix) and from
-// options: a goroutine may use more than the 256 KiB default.
+// options: a goroutine may use more than the 64 KiB default.
 // Touches the pages from the top down, as a growing stack does, so an
 // overflow hits the guard page first.
 __attribute__((noinline)) int use_stack(std::size_t bytes) {
@@ -539,7 +539,61 @@ TEST_F(DeathTest, StackSizeFromOptions) {
       ExitedWithCode(0), "");
 }
 
-// The default really is about 256 KiB: using 1 MiB overflows.
+// The default stack holds ordinary frames: 40 KiB of them (a few 4-16 KiB
+// buffers and some recursion).
+TEST_F(DeathTest, DefaultStackHoldsOrdinaryFrames) {
+  EXPECT_EXIT(
+      {
+        unsetenv("GORO_STACK_SIZE");
+        bool ok = false;
+        goro::run([&] {
+          goro::wait_group wg;
+          wg.add(1);
+          goro::go([&] {
+            use_stack(40 * 1024);
+            ok = true;
+            wg.done();
+          });
+          wg.wait();
+        });
+        child_exit(ok, "the goroutine did not finish");
+      },
+      ExitedWithCode(0), "");
+}
+
+// A single frame larger than the default stack (a 64 KiB read buffer, as
+// code written for 8 MiB thread stacks has) is a clear overflow report,
+// not a step over the guard page into the neighbouring stack: goro's
+// CMake target compiles users' code with stack-clash protection, so the
+// frame is probed page by page from the top.
+__attribute__((noinline)) int big_frame() {
+  volatile char buf[1 << 16];
+  buf[0] = 1;
+  buf[sizeof buf - 1] = 2;
+  return buf[0] + buf[sizeof buf - 1];
+}
+
+TEST_F(DeathTest, FrameLargerThanTheDefaultStackIsReported) {
+  if (GORO_TEST_SANITIZED)
+    GTEST_SKIP() << "the sanitizers' default stack is 256 KiB";
+  EXPECT_EXIT(
+      {
+        unsetenv("GORO_STACK_SIZE");
+        goro::run([] {
+          goro::wait_group wg;
+          wg.add(1);
+          goro::go([&] {
+            big_frame();
+            wg.done();
+          });
+          wg.wait();
+        });
+        child_exit(false, "a 64 KiB frame fit in the default stack");
+      },
+      ExitedWithCode(2), "goroutine stack exceeds 61440-byte limit");
+}
+
+// The default is bounded: using 1 MiB overflows.
 TEST_F(DeathTest, DefaultStackSizeIsBounded) {
   EXPECT_EXIT(
       {

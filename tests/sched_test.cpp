@@ -1168,7 +1168,7 @@ TEST(Go, PerGoroutineStackSize) {
       ran.fetch_add(1);
       wg.done();
     });
-    // A large stack holds frames the default (256 KiB) could not.
+    // A large stack holds frames the default (64 KiB) could not.
     goro::go(goro::go_options{.stack_size = 8 * 1024 * 1024}, [&] {
       use_stack(4 * 1024 * 1024);
       ran.fetch_add(1);

@@ -1149,7 +1149,7 @@ TEST(TraceDeathTest, StopWritesWithoutHoldingItsP) {
           wg.add(1);
           goro::go([&] {
             goro::fd r(fds[0]);
-            char buf[1 << 16];
+            char buf[1 << 14];
             while (std::size_t n = r.read(buf, sizeof buf)) got += n;
             wg.done();
           });

@@ -17,6 +17,8 @@ func init() {
 	register("uneven_work", "2 uneven batches (100, 150) of CPU-bound goroutines; ms", nil, unevenWork)
 	register("chain", "100k goroutines chained by unbuffered channels; creation and drain, ms",
 		[]string{"chain_create", "chain_drain"}, chain)
+	register("goroutines", "Go's test/chan/goroutines.go as written (100k, value enters at the last-created end); creation and drain, ms",
+		[]string{"goroutines_create", "goroutines_drain"}, goroutines)
 	register("mass_release", "1M goroutines parked on one channel, released by close; ms, bytes/goroutine",
 		[]string{"mass_create", "mass_rss_per_g"}, massRelease)
 }
@@ -148,6 +150,29 @@ func chain() {
 	check("chain", uint64(v))
 	result("chain_create", float64(create.Nanoseconds())/1e6, "ms")
 	result("chain_drain", float64(drain.Nanoseconds())/1e6, "ms")
+}
+
+// Go's test/chan/goroutines.go as written, timed in two parts (see
+// sched_bench.cpp).
+func goroutines() {
+	const n = 100000
+	leftmost := make(chan int)
+	right := leftmost
+	left := leftmost
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		right = make(chan int)
+		go func(left, right chan int) { left <- <-right }(left, right)
+		left = right
+	}
+	create := time.Since(t0)
+	t1 := time.Now()
+	go func(c chan int) { c <- 1 }(right)
+	v := <-leftmost
+	drain := time.Since(t1)
+	check("goroutines", uint64(v))
+	result("goroutines_create", float64(create.Nanoseconds())/1e6, "ms")
+	result("goroutines_drain", float64(drain.Nanoseconds())/1e6, "ms")
 }
 
 // 1M goroutines parked on one channel, released by close; mass_rss_per_g is

@@ -1,7 +1,7 @@
 // stack.hpp: goroutine stacks (brief decision 6).
 //
 // C++ cannot move a stack, so every goroutine reserves virtual memory for
-// its whole stack (default 256 KiB) and the kernel commits it page by page.
+// its whole stack (default 64 KiB) and the kernel commits it page by page.
 // Below the usable range sits one guard page protected, in order of
 // preference, by madvise(MADV_GUARD_INSTALL) (Linux 6.13+: no VMA split),
 // mprotect(PROT_NONE) within a budget of memory mappings (each one splits a
@@ -46,6 +46,23 @@ constexpr std::size_t guard_size = page_size;
 // to it.
 constexpr std::size_t min_stack_size = 16 * 1024;
 constexpr std::size_t max_stack_size = std::size_t(1) << 30;
+// The default reservation (options::stack_size 0, no GORO_STACK_SIZE),
+// guard page included. 64 KiB keeps the page tables of many goroutines
+// small: a page-table page maps 2 MiB, so 32 stacks share one (128 bytes
+// of page table per goroutine; 256 KiB stacks needed 512 and made waking
+// 100k scattered goroutines 7-20x slower: docs/design.md §8). Under the
+// sanitizers, whose frames are several times larger, it is 256 KiB.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::size_t default_stack_reservation = 256 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr std::size_t default_stack_reservation = 256 * 1024;
+#else
+constexpr std::size_t default_stack_reservation = 64 * 1024;
+#endif
+#else
+constexpr std::size_t default_stack_reservation = 64 * 1024;
+#endif
 
 // Parses GORO_STACK_SIZE's syntax: decimal digits and an optional k/K, m/M
 // or g/G suffix (KiB, MiB, GiB). Nothing else: no sign, spaces, other
@@ -63,7 +80,7 @@ bool parse_stack_guard(const char* s, guard_kind* kind);
 // Chooses the guard mechanism and the default stack size from options and
 // the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once, with a
 // requested_size that stack_size_problem accepts (or 0: the environment,
-// else 256 KiB); a malformed environment variable is a fatal error.
+// else default_stack_reservation); a malformed environment variable is a fatal error.
 void stackinit(std::size_t requested_size, int requested_guard);
 // The default stack size in bytes (whole pages, guard page included).
 std::size_t default_stack_size();
