@@ -80,7 +80,8 @@ bool parse_stack_guard(const char* s, guard_kind* kind);
 // Chooses the guard mechanism and the default stack size from options and
 // the environment (GORO_STACK_SIZE, GORO_STACK_GUARD). Called once, with a
 // requested_size that stack_size_problem accepts (or 0: the environment,
-// else default_stack_reservation); a malformed environment variable is a fatal error.
+// else default_stack_reservation); a malformed environment variable is a fatal
+// error.
 void stackinit(std::size_t requested_size, int requested_guard);
 // The default stack size in bytes (whole pages, guard page included).
 std::size_t default_stack_size();
