@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     int rc = 0;
     std::printf(
         "gomaxprocs %d, stack reservation per running goroutine: "
-        "see GORO_STACK_SIZE (256 KiB by default)\n",
+        "see GORO_STACK_SIZE (64 KiB by default)\n",
         goro::gomaxprocs());
 
     std::printf("\n=== Part 1: %ld goroutines, each sleeps 1 ms ===\n", n);

@@ -51,7 +51,8 @@ struct options {
   // up to whole 4 KiB pages; memory is committed page by page. 0: the
   // GORO_STACK_SIZE environment variable (decimal bytes with an optional
   // k/K, m/M or g/G suffix for KiB, MiB, GiB, e.g. 256k or 1g; a malformed
-  // value is a fatal error, exit 2), else 256 KiB. Otherwise 16 KiB to
+  // value is a fatal error, exit 2), else 64 KiB (256 KiB when built with
+  // ASan or TSan). Otherwise 16 KiB to
   // 1 GiB: smaller or larger values throw std::invalid_argument (and are a
   // fatal error in GORO_STACK_SIZE).
   std::size_t stack_size = 0;
