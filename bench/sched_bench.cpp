@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <goro/chan.hpp>
+#include <goro/debug.hpp>
 #include <goro/runtime.hpp>
+#include <goro/time.hpp>
 #include <goro/wait_group.hpp>
 #include <string>
 
@@ -39,6 +41,68 @@ void spawn_chain_link(int n, goro::wait_group* wg) {
     return;
   }
   goro::go(spawn_chain_link, n - 1, wg);
+}
+
+// 1M goroutines parked on one channel for longer than the idle threshold
+// (issue 28): goro releases their stacks' memory (GORO_DEBUG=stackrelease,
+// set to 1000 ms for this workload in workloads.txt), Go is given a GC and
+// FreeOSMemory, which shrink its parked stacks. idle_rss_per_g: RSS + page
+// tables per goroutine, grown from before the first spawn to when the
+// memory has settled; idle_wake: from close until all have finished (goro
+// restores every stack on the way). CHECK: goroutines released.
+GOROBENCH_WORKLOAD(idle_release,
+                   "1M goroutines parked past the idle threshold on one "
+                   "channel; bytes/goroutine, then released by close, ms",
+                   "idle_rss_per_g idle_wake") {
+  constexpr int n = 1'000'000;
+  auto gate = goro::make_chan<void>();
+  goro::wait_group arrived, finished;
+  std::atomic<std::uint64_t> released{0};
+  arrived.add(n);
+  finished.add(n);
+  const std::uint64_t rss0 = gorobench::rss_bytes();
+  const std::uint64_t pte0 = gorobench::page_table_bytes();
+  for (int i = 0; i < n; ++i) {
+    goro::go([&arrived, &finished, &released, gate] {
+      arrived.done();
+      gate.recv();
+      released.fetch_add(1, std::memory_order_relaxed);
+      finished.done();
+    });
+  }
+  arrived.wait();
+  // Wait (bounded) until releasing has stopped: two scans in a row that
+  // release nothing more after the first release.
+  auto t_idle = clock::now();
+  std::uint64_t last = 0;
+  int still = 0;
+  while (ns_since(t_idle) < 60e9) {
+    goro::sleep(std::chrono::milliseconds(1100));
+    std::uint64_t now = goro::debug::read_mem_stats().stacks_released;
+    if (now != 0 && now == last && ++still >= 2) break;
+    if (now != last) still = 0;
+    last = now;
+  }
+  const std::uint64_t rss1 = gorobench::rss_bytes();
+  const std::uint64_t pte1 = gorobench::page_table_bytes();
+  auto t1 = clock::now();
+  gate.close();
+  finished.wait();
+  const double wake_ns = ns_since(t1);
+  const double rss_per_g =
+      (static_cast<double>(rss1) - static_cast<double>(rss0)) / n;
+  const double pte_per_g =
+      (static_cast<double>(pte1) - static_cast<double>(pte0)) / n;
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "idle_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; "
+                "%llu stacks released; waited %.1f s",
+                rss_per_g, pte_per_g, static_cast<unsigned long long>(last),
+                ns_since(t_idle) / 1e9);
+  gorobench::note(buf);
+  gorobench::check("idle_release", released.load());
+  gorobench::result("idle_rss_per_g", rss_per_g + pte_per_g, "bytes/goroutine");
+  gorobench::result("idle_wake", wake_ns / 1e6, "ms");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@ package main
 
 import (
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,8 @@ func init() {
 		[]string{"chain_create", "chain_drain"}, chain)
 	register("goroutines", "Go's test/chan/goroutines.go as written (100k, value enters at the last-created end); creation and drain, ms",
 		[]string{"goroutines_create", "goroutines_drain"}, goroutines)
+	register("idle_release", "1M goroutines parked past the idle threshold on one channel; bytes/goroutine, then released by close, ms",
+		[]string{"idle_rss_per_g", "idle_wake"}, idleRelease)
 	register("mass_release", "1M goroutines parked on one channel, released by close; ms, bytes/goroutine",
 		[]string{"mass_create", "mass_rss_per_g"}, massRelease)
 }
@@ -210,4 +213,41 @@ func massRelease() {
 	result("mass_create", float64(create.Nanoseconds())/1e6, "ms")
 	result("mass_release", float64(release.Nanoseconds())/1e6, "ms")
 	result("mass_rss_per_g", rssPerG+ptePerG, "bytes/goroutine")
+}
+
+// 1M goroutines parked on one channel past the idle threshold (see
+// sched_bench.cpp): Go gets a GC and FreeOSMemory, which shrink the parked
+// stacks and return free memory, before its RSS is read.
+func idleRelease() {
+	const n = 1000000
+	gate := make(chan struct{})
+	var arrived, finished sync.WaitGroup
+	var released uint64
+	arrived.Add(n)
+	finished.Add(n)
+	rss0, pte0 := rssBytes(), pageTableBytes()
+	for i := 0; i < n; i++ {
+		go func() {
+			arrived.Done()
+			<-gate
+			atomic.AddUint64(&released, 1)
+			finished.Done()
+		}()
+	}
+	arrived.Wait()
+	tIdle := time.Now()
+	runtime.GC()
+	debug.FreeOSMemory()
+	rss1, pte1 := rssBytes(), pageTableBytes()
+	t1 := time.Now()
+	close(gate)
+	finished.Wait()
+	wake := time.Since(t1)
+	rssPerG := (float64(rss1) - float64(rss0)) / n
+	ptePerG := (float64(pte1) - float64(pte0)) / n
+	note("idle_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; GC and FreeOSMemory took %.1f s",
+		rssPerG, ptePerG, t1.Sub(tIdle).Seconds())
+	check("idle_release", atomic.LoadUint64(&released))
+	result("idle_rss_per_g", rssPerG+ptePerG, "bytes/goroutine")
+	result("idle_wake", float64(wake.Nanoseconds())/1e6, "ms")
 }

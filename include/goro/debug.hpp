@@ -24,6 +24,9 @@ struct mem_stats {
   std::uint64_t stacks;     // goroutine stacks reserved now (in use or cached)
   std::uint64_t stack_sys;  // bytes of address space they reserve
   std::uint64_t gs;         // G records allocated (never freed, as Go's allgs)
+  // Stacks of long-parked goroutines whose memory is released now
+  // (GORO_DEBUG=stackrelease; their live bytes are kept on the heap).
+  std::uint64_t stacks_released;
 };
 mem_stats read_mem_stats();
 

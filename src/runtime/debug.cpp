@@ -9,6 +9,7 @@
 #include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/stackshrink.hpp"
 #include "runtime/stw.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/traceback.hpp"
@@ -28,7 +29,7 @@ std::vector<p_stats> per_p_stats() {
 
 mem_stats read_mem_stats() {
   rt::stack_counts c = rt::read_stack_counts();
-  return {c.stacks, c.stack_bytes, c.gs};
+  return {c.stacks, c.stack_bytes, c.gs, rt::stacks_released_now()};
 }
 
 std::string stack(bool all) {

@@ -30,6 +30,11 @@ void allgadd(G* gp) {
   allgs = gp;
 }
 
+G* allgs_snapshot() {
+  lock_guard lk(allglock);
+  return allgs;
+}
+
 void forallg(void (*fn)(G*, void*), void* ctx) {
   lock_guard lk(allglock);
   for (G* gp = allgs; gp; gp = gp->alllink) fn(gp, ctx);

@@ -126,6 +126,12 @@ struct G {
   // Go's waitsince): dumps print ", N minutes" after a minute's wait.
   // Written by gopark on the G's own thread, read racily by dumps.
   std::atomic<std::int64_t> waitsince{0};
+  // Whether the memory of this parked goroutine's stack is released
+  // (stackshrink.cpp): 0 resident; stack_releasing while sysmon takes it
+  // away; else the saved live bytes' buffer, tagged stack_released or
+  // stack_restoring in its low bits. execute restores it before the
+  // goroutine runs (stack_restore).
+  std::atomic<std::uintptr_t> stk_saved{0};
   // Inline storage for the callable: a lambda capturing up to five words or
   // go(f, args...) with a few arguments; larger ones go to the heap.
   static constexpr std::size_t fn_inline_size = 48;
@@ -212,6 +218,9 @@ inline std::uint32_t readgstatus(const G* gp) {
 
 // Registers a newly created G in allgs.
 void allgadd(G* gp);
+// The newest G: every G ever created until now is reachable from it
+// through alllink without a lock (Gs are only ever prepended, never freed).
+G* allgs_snapshot();
 // Calls fn for every G ever created (under the allgs lock).
 void forallg(void (*fn)(G*, void*), void* ctx);
 

@@ -66,6 +66,7 @@ constexpr struct {
     {"blockedsyscall", &debug_vars::blockedsyscall},
     {"blockedreport", &debug_vars::blockedreport},
     {"blockedfatal", &debug_vars::blockedfatal},
+    {"stackrelease", &debug_vars::stackrelease},
 };
 
 void parse_debug() {

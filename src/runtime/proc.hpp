@@ -38,6 +38,9 @@ struct debug_vars {
   // fatal error.
   int blockedreport = 1000;
   int blockedfatal = 0;
+  // ms a goroutine must stay parked before the memory of its stack may be
+  // released (stackshrink.cpp; whole chunks of stacks at a time); 0: never.
+  int stackrelease = 60000;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;

@@ -11,6 +11,7 @@
 #include "runtime/runq.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/stackshrink.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/trace.hpp"
 #include "runtime/traceback.hpp"
@@ -33,6 +34,10 @@ void execute(G* gp, bool inherit_time) {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   if (__builtin_expect(scan_g.load(std::memory_order_acquire) == gp, 0))
     scan_wait(gp);
+  // Likewise sysmon may be releasing or have released gp's stack memory
+  // (stackshrink.cpp): the same handshake, then it comes back first.
+  if (__builtin_expect(gp->stk_saved.load(std::memory_order_relaxed) != 0, 0))
+    stack_restore_slow(gp);
   trace_go_start(pp, gp);
   gp->preempt.store(false, std::memory_order_relaxed);
   // A new time slice unless gp inherits the current one (runnext).

@@ -26,6 +26,7 @@
 #endif
 #include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/stackshrink.hpp"
 
 namespace goro::rt {
 
@@ -217,7 +218,6 @@ stack make_stack(char* base, std::size_t size, bool chunked, bool guarded) {
   nstack_bytes.fetch_add(size, std::memory_order_relaxed);
   stack s;
   s.map_base = base;
-  s.map_size = size;
   s.lo = reinterpret_cast<std::uintptr_t>(base + guard_size);
   s.hi = reinterpret_cast<std::uintptr_t>(base + size);
   s.chunked = chunked;
@@ -402,6 +402,8 @@ stack stackalloc() {
       chunk_left = n;
       chunk_guarded = install_chunk_guards(chunk_next, n);
       populate_chunk_tops(chunk_next, n);
+      stackshrink_chunk(chunk_next, n, stack_bytes, chunk_guarded);
+      stackshrink_carving(chunk_next);
       chunk_stacks = std::min(2 * n, chunk_stacks_max);
     }
     base = chunk_next;
@@ -410,6 +412,14 @@ stack stackalloc() {
     chunk_left--;
   }
   return make_stack(base, stack_bytes, true, guarded);
+}
+
+void stack_guards_reinstall(char* base, std::size_t n) {
+  if (install_chunk_guards(base, n)) return;
+  for (std::size_t i = 0; i < n; i++)
+    if (madvise(base + i * stack_bytes, guard_size, MADV_GUARD_INSTALL) != 0)
+      fatalf("runtime: cannot put a stack guard page back: %s",
+             std::strerror(errno));
 }
 
 G* malg(std::size_t size) {
@@ -434,9 +444,9 @@ G* malg(std::size_t size) {
 void stackfree(G* gp) {
   if (gp->stk.guard == guard_kind::mprotect)
     mprotect_budget.fetch_add(1, std::memory_order_relaxed);
-  munmap(gp->stk.map_base, gp->stk.map_size);
+  munmap(gp->stk.map_base, gp->stk.map_size());
   nstacks.fetch_sub(1, std::memory_order_relaxed);
-  nstack_bytes.fetch_sub(gp->stk.map_size, std::memory_order_relaxed);
+  nstack_bytes.fetch_sub(gp->stk.map_size(), std::memory_order_relaxed);
   gp->stk = stack{};
   gnostack_put(gp);
 }

@@ -30,9 +30,12 @@ struct stack {
   std::uintptr_t lo = 0;     // lowest usable address
   std::uintptr_t hi = 0;     // one past the highest usable address
   char* map_base = nullptr;  // start of the mapping (guard page first)
-  std::size_t map_size = 0;
   guard_kind guard = guard_kind::none;
   bool chunked = false;  // carved from a shared chunk, never unmapped alone
+  // Bytes of the mapping, guard page included.
+  std::size_t map_size() const {
+    return hi - reinterpret_cast<std::uintptr_t>(map_base);
+  }
 };
 
 struct G;
@@ -104,6 +107,9 @@ void gnostack_spill(g_list* src, std::int32_t keep);
 void gnostack_put(G* gp);
 // A fresh stack of the default size, carved from a chunk, guard installed.
 stack stackalloc();
+// Installs again the madvise guard pages of the `n` default-size stacks of
+// the chunk at `base` (stackshrink.cpp, after mremap took them away).
+void stack_guards_reinstall(char* base, std::size_t n);
 // A G with a fresh stack of `size` bytes (0: the default size).
 G* malg(std::size_t size);
 // Releases the stack of a G that will not be reused (the G dies with it).

@@ -28,6 +28,7 @@
 #include "runtime/schedtrace.hpp"
 #include "runtime/schedule.hpp"
 #include "runtime/stack.hpp"
+#include "runtime/stackshrink.hpp"
 #include "runtime/symtab.hpp"
 #include "runtime/syscall.hpp"
 #include "runtime/timers.hpp"
@@ -280,6 +281,7 @@ void* sysmon(void*) {
       while (sched.npidle.load() == gomaxprocs_now() &&
              scavenge_stacks(scavenge_batch) == scavenge_batch) {
       }
+      stackshrink_release();
       lastscavenge = now;
       sched.lock.lock();
       if (sched.npidle.load() == gomaxprocs_now()) {
@@ -341,6 +343,7 @@ void* sysmon(void*) {
       lastscavenge = now;
       scavenge_stacks(scavenge_batch);
     }
+    stackshrink_release();  // at most once a second
     if (debug.schedtrace > 0 &&
         lasttrace + std::int64_t(debug.schedtrace) * 1000000 <= now) {
       lasttrace = now;

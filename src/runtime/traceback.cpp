@@ -42,10 +42,6 @@ void scan_wait(G* gp) {
   while (scan_g.load(std::memory_order_acquire) == gp) sched_yield();
 }
 
-namespace {
-
-constexpr int max_frames = 100;
-
 // A full barrier on every thread of the process (the slow side of an
 // asymmetric Dekker: execute's side is a compiler barrier): membarrier's
 // private expedited command, or else an mprotect that takes write access
@@ -71,6 +67,10 @@ void heavy_fence() {
   *static_cast<volatile char*>(page) = 1;
   mprotect(page, 4096, PROT_READ);
 }
+
+namespace {
+
+constexpr int max_frames = 100;
 
 // A switched-out goroutine's frames, unwound on its own stack while it
 // cannot be resumed: scan_g names it, and execute, which stores the

@@ -30,6 +30,10 @@ std::string running_goroutine_trace(G* gp);
 // waits while it names the goroutine it is about to resume (scan_wait).
 extern std::atomic<G*> scan_g;
 void scan_wait(G* gp);
+// A full barrier on every thread of the process: the slow side of the
+// asymmetric Dekker handshakes with execute (scan_g above, stack release in
+// stackshrink.cpp), whose side is a compiler barrier.
+void heavy_fence();
 // Every goroutine (the caller's first), blank-line separated. interrupt:
 // goroutines running on other threads, or in blocking calls, are asked for
 // their frames with a signal to their thread (signal_traceback), which
