@@ -19,9 +19,11 @@
 #include <cstring>
 #include <goro/chan.hpp>
 #include <goro/debug.hpp>
+#include <goro/net.hpp>
 #include <goro/runtime.hpp>
 #include <goro/time.hpp>
 #include <goro/wait_group.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -73,14 +75,15 @@ bool release_unavailable(std::string* why) {
 // gate; n receivers parked on their own channels. Once their stacks are
 // released: the gate opens (children write the parents' slots, read() into
 // their buffers and call done on their wait_groups) and main sends each
-// receiver a value. Every parent and receiver checks what it got.
+// receiver a value, and 16 servers parked in read() on idle TCP connections
+// get a line. Every parent, receiver and server checks what it got.
 [[noreturn]] void touch_released_stacks(int procs) {
   goro_test::arm_child_watchdog(std::chrono::seconds(60));
   setenv("GORO_DEBUG", "stackrelease=1", 1);
   goro::options opt;
   opt.gomaxprocs = procs;
   const int n = goro_test::scaled(300, 120);
-  std::atomic<int> parents_ok{0}, receivers_ok{0}, reads_ok{0};
+  std::atomic<int> parents_ok{0}, receivers_ok{0}, reads_ok{0}, tcp_ok{0};
   std::uint64_t released = 0;
   long rss_parked = 0, rss_released = 0;
   int pfd[2];
@@ -119,6 +122,28 @@ bool release_unavailable(std::string* why) {
         all.done();
       });
     }
+    // Servers parked in read() on idle loopback TCP connections, reading
+    // into a buffer in their own frame (netpoll readies them: no other
+    // goroutine touches their stacks before they run).
+    const int ntcp = 16;
+    auto ln = goro::net::listen("127.0.0.1:0");
+    std::vector<goro::net::conn> clients;
+    all.add(ntcp);
+    for (int i = 0; i < ntcp; i++) {
+      clients.push_back(goro::net::dial(ln.addr().str()));
+      goro::go([&, c = std::make_shared<goro::net::conn>(ln.accept())] {
+        char line[32] = {};
+        std::size_t got = 0;
+        while (got < 6) {
+          std::size_t k = c->read(line + got, 6 - got);
+          if (k == 0) break;
+          got += k;
+        }
+        if (got == 6 && std::memcmp(line, "hello!", 6) == 0)
+          tcp_ok.fetch_add(1);
+        all.done();
+      });
+    }
     // Let every goroutine reach its park.
     goro::sleep(std::chrono::milliseconds(50));
     rss_parked = rss_kib();
@@ -128,6 +153,7 @@ bool release_unavailable(std::string* why) {
     for (int i = 0; i < n; i++)
       if (write(pfd[1], "stackbuf", 8) != 8) return;
     gate.close();
+    for (auto& c : clients) c.write("hello!", 6);
     for (int i = 0; i < n; i++)
       inbox[std::size_t(i)].send(std::uint64_t(i) * 7 + 1);
     all.wait();
@@ -136,7 +162,7 @@ bool release_unavailable(std::string* why) {
     child_exit(false, "only " + std::to_string(released) +
                           " stacks released within 20 s");
   if (parents_ok.load() != n || receivers_ok.load() != n ||
-      reads_ok.load() != n)
+      reads_ok.load() != n || tcp_ok.load() != 16)
     child_exit(false, "parents ok " + std::to_string(parents_ok.load()) +
                           ", receivers ok " +
                           std::to_string(receivers_ok.load()) + ", reads ok " +
