@@ -190,6 +190,27 @@ TEST(StackRelease, TouchedWhileReleasedAtFourPs) {
   EXPECT_EXIT(touch_released_stacks(4), ExitedWithCode(0), "");
 }
 
+// Deadlock detection still works once the fault handler thread exists,
+// and its goroutine dump walks the released stacks (restoring them).
+TEST(StackRelease, DeadlockIsReportedWithStacksReleased) {
+  std::string why;
+  if (release_unavailable(&why)) GTEST_SKIP() << why;
+  EXPECT_EXIT(
+      {
+        goro_test::arm_child_watchdog(std::chrono::seconds(60));
+        setenv("GORO_DEBUG", "stackrelease=1", 1);
+        goro::run([&] {
+          auto never = goro::make_chan<int>();
+          for (int i = 0; i < 200; i++) goro::go([never] { never.recv(); });
+          goro::sleep(std::chrono::milliseconds(20));
+          if (!wait_released(100)) child_exit(false, "nothing released");
+          never.recv();  // everyone asleep: a deadlock
+        });
+        child_exit(false, "goro::run returned");
+      },
+      ExitedWithCode(2), "all goroutines are asleep - deadlock!");
+}
+
 // With GORO_DEBUG=stackrelease=0 nothing is released, however long the
 // goroutines stay parked.
 TEST(StackRelease, OffWhenTheThresholdIsZero) {

@@ -20,6 +20,7 @@
 #include "runtime/panic.hpp"
 #include "runtime/san.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/stackshrink.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/traceback.hpp"
 
@@ -83,6 +84,7 @@ bool unknown_threads_exist() {
 #ifdef GORO_HAVE_TSAN
   threads -= 1;  // TSan's own background thread
 #endif
+  threads -= stackshrink_threads();  // the stack fault handler
   return threads < 0 || threads > mcount() + sched.nextern_blocked.load();
 }
 

@@ -400,6 +400,9 @@ stack stackalloc() {
       if (p == MAP_FAILED) out_of_memory(bytes);
       chunk_next = static_cast<char*>(p);
       chunk_left = n;
+      // Never transparent huge pages: with THP "always", one touched top
+      // page could bring in 2 MiB, 32 stacks' worth.
+      madvise(p, bytes, MADV_NOHUGEPAGE);
       chunk_guarded = install_chunk_guards(chunk_next, n);
       populate_chunk_tops(chunk_next, n);
       stackshrink_chunk(chunk_next, n, stack_bytes, chunk_guarded);

@@ -71,7 +71,7 @@ constexpr std::size_t max_slots = 64;
 // A parked stack with more live bytes than this is not released: the
 // chunk it is in stays resident.
 constexpr std::size_t max_live = 16 * 1024;
-// How often sysmon looks for idle chunks.
+// How often sysmon looks for idle chunks, at most.
 constexpr std::int64_t scan_period_ns = 1'000'000'000;
 
 struct chunk_rec;
@@ -106,7 +106,8 @@ std::atomic<char*> carving{nullptr};      // the chunk stack.cpp carves
 std::mutex rel_mu;
 std::vector<chunk_rec*> registered;
 int uffd = -1;
-int avail = 0;  // 0: not tried yet, 1: works, -1: not on this system
+// 0: not tried yet, 1: works, -1: not on this system. Written by sysmon.
+std::atomic<int> avail{0};
 char* scratch = nullptr;
 std::size_t scratch_size = 0;
 std::int64_t last_scan = 0;
@@ -401,11 +402,15 @@ void stack_restore_slow(G* gp) {
 
 std::size_t stackshrink_release() {
   if (debug.stackrelease <= 0) return 0;
+  // A scan walks every G: at most once a second, and no more often than
+  // an eighth of the threshold (every 7.5 s by default).
   std::int64_t now = nanotime();
-  if (last_scan != 0 && now - last_scan < scan_period_ns) return 0;
+  std::int64_t period = std::max<std::int64_t>(
+      scan_period_ns, std::int64_t(debug.stackrelease) * 1000000 / 8);
+  if (last_scan != 0 && now - last_scan < period) return 0;
   last_scan = now;
-  if (!release_init()) return 0;
-  unregister_restored();
+  if (avail.load(std::memory_order_relaxed) < 0) return 0;
+  if (avail.load(std::memory_order_relaxed) > 0) unregister_restored();
 
   std::vector<chunk_rec*> all;
   char* busy = carving.load(std::memory_order_acquire);
@@ -449,6 +454,9 @@ std::size_t stackshrink_release() {
   for (chunk_rec* r : all) {
     if (ncand[r->scan_idx] != r->n) continue;
     if (r->nreleased.load(std::memory_order_acquire) != 0) continue;
+    // The userfaultfd and its thread only once there is something to
+    // release: most programs never start them.
+    if (!release_init()) break;
     if (!release_chunk(r, &cand[r->scan_idx * max_slots])) {
       if (avail < 0) break;
       continue;
@@ -458,10 +466,16 @@ std::size_t stackshrink_release() {
   return released;
 }
 
+int stackshrink_threads() {
+  return avail.load(std::memory_order_acquire) > 0 ? 1 : 0;
+}
+
 std::uint64_t stacks_released_now() {
   return nreleased_now.load(std::memory_order_relaxed);
 }
 
-bool stack_release_available() { return avail > 0; }
+bool stack_release_available() {
+  return avail.load(std::memory_order_relaxed) > 0;
+}
 
 }  // namespace goro::rt

@@ -41,6 +41,9 @@ std::size_t stackshrink_release();
 // released or restored by another thread). Called by execute before gp
 // runs, and by the fault handler.
 void stack_restore_slow(G* gp);
+// Threads the runtime started for this (the fault handler: 0 or 1), which
+// checkdead must not take for plain threads that might still act.
+int stackshrink_threads();
 // Stacks released now, and whether release works on this system.
 std::uint64_t stacks_released_now();
 bool stack_release_available();
