@@ -43,68 +43,6 @@ void spawn_chain_link(int n, goro::wait_group* wg) {
   goro::go(spawn_chain_link, n - 1, wg);
 }
 
-// 1M goroutines parked on one channel for longer than the idle threshold
-// (issue 28): goro releases their stacks' memory (GORO_DEBUG=stackrelease,
-// set to 1000 ms for this workload in workloads.txt), Go is given a GC and
-// FreeOSMemory, which shrink its parked stacks. idle_rss_per_g: RSS + page
-// tables per goroutine, grown from before the first spawn to when the
-// memory has settled; idle_wake: from close until all have finished (goro
-// restores every stack on the way). CHECK: goroutines released.
-GOROBENCH_WORKLOAD(idle_release,
-                   "1M goroutines parked past the idle threshold on one "
-                   "channel; bytes/goroutine, then released by close, ms",
-                   "idle_rss_per_g idle_wake") {
-  constexpr int n = 1'000'000;
-  auto gate = goro::make_chan<void>();
-  goro::wait_group arrived, finished;
-  std::atomic<std::uint64_t> released{0};
-  arrived.add(n);
-  finished.add(n);
-  const std::uint64_t rss0 = gorobench::rss_bytes();
-  const std::uint64_t pte0 = gorobench::page_table_bytes();
-  for (int i = 0; i < n; ++i) {
-    goro::go([&arrived, &finished, &released, gate] {
-      arrived.done();
-      gate.recv();
-      released.fetch_add(1, std::memory_order_relaxed);
-      finished.done();
-    });
-  }
-  arrived.wait();
-  // Wait (bounded) until releasing has stopped: two scans in a row that
-  // release nothing more after the first release.
-  auto t_idle = clock::now();
-  std::uint64_t last = 0;
-  int still = 0;
-  while (ns_since(t_idle) < 60e9) {
-    goro::sleep(std::chrono::milliseconds(1100));
-    std::uint64_t now = goro::debug::read_mem_stats().stacks_released;
-    if (now != 0 && now == last && ++still >= 2) break;
-    if (now != last) still = 0;
-    last = now;
-  }
-  const std::uint64_t rss1 = gorobench::rss_bytes();
-  const std::uint64_t pte1 = gorobench::page_table_bytes();
-  auto t1 = clock::now();
-  gate.close();
-  finished.wait();
-  const double wake_ns = ns_since(t1);
-  const double rss_per_g =
-      (static_cast<double>(rss1) - static_cast<double>(rss0)) / n;
-  const double pte_per_g =
-      (static_cast<double>(pte1) - static_cast<double>(pte0)) / n;
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "idle_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; "
-                "%llu stacks released; waited %.1f s",
-                rss_per_g, pte_per_g, static_cast<unsigned long long>(last),
-                ns_since(t_idle) / 1e9);
-  gorobench::note(buf);
-  gorobench::check("idle_release", released.load());
-  gorobench::result("idle_rss_per_g", rss_per_g + pte_per_g, "bytes/goroutine");
-  gorobench::result("idle_wake", wake_ns / 1e6, "ms");
-}
-
 }  // namespace
 
 // Go's BenchmarkCreateGoroutinesSingle: all Ps warmed, then one goroutine
@@ -285,6 +223,65 @@ GOROBENCH_WORKLOAD(goroutines,
   gorobench::result("goroutines_drain", drain_ns / 1e6, "ms");
 }
 
+namespace {
+
+// n goroutines that count themselves in `arrived`, park on `gate` until it
+// is closed, then count themselves in `released` and `finished`; the
+// constructor returns once all of them have arrived (mass_release,
+// idle_release).
+struct parked_crowd {
+  goro::chan<void> gate = goro::make_chan<void>();
+  goro::wait_group arrived, finished;
+  std::atomic<std::uint64_t> released{0};
+  explicit parked_crowd(int n) {
+    arrived.add(n);
+    finished.add(n);
+    for (int i = 0; i < n; ++i) {
+      goro::go([this] {
+        arrived.done();
+        gate.recv();
+        released.fetch_add(1, std::memory_order_relaxed);
+        finished.done();
+      });
+    }
+    arrived.wait();
+  }
+  // Closes the gate and waits until every goroutine has finished: ns.
+  double release() {
+    auto t = clock::now();
+    gate.close();
+    finished.wait();
+    return ns_since(t);
+  }
+};
+
+// RSS (statm) and page tables (VmPTE) at one moment.
+struct memory_mark {
+  std::uint64_t rss = gorobench::rss_bytes();
+  std::uint64_t pte = gorobench::page_table_bytes();
+  // RSS + page tables grown since `before`, per goroutine; a note splits
+  // the two.
+  double per_goroutine_since(const memory_mark& before, int n,
+                             const char* metric) const {
+    const double rss_per_g =
+        (static_cast<double>(rss) - static_cast<double>(before.rss)) / n;
+    const double pte_per_g =
+        (static_cast<double>(pte) - static_cast<double>(before.pte)) / n;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "%s: rss %.0f + page tables %.0f bytes/goroutine; rss "
+                  "before %llu MiB, then %llu MiB; page tables then %llu MiB",
+                  metric, rss_per_g, pte_per_g,
+                  static_cast<unsigned long long>(before.rss >> 20),
+                  static_cast<unsigned long long>(rss >> 20),
+                  static_cast<unsigned long long>(pte >> 20));
+    gorobench::note(buf);
+    return rss_per_g + pte_per_g;
+  }
+};
+
+}  // namespace
+
 // 1M goroutines parked at once on one channel, released by close.
 // mass_create: until all of them have started (each counts itself just
 // before its receive); mass_release: from close until all have finished.
@@ -297,46 +294,52 @@ GOROBENCH_WORKLOAD(mass_release,
                    "ms, bytes/goroutine",
                    "mass_create mass_rss_per_g") {
   constexpr int n = 1'000'000;
-  auto gate = goro::make_chan<void>();
-  goro::wait_group arrived, finished;
-  std::atomic<std::uint64_t> released{0};
-  arrived.add(n);
-  finished.add(n);
-  const std::uint64_t rss0 = gorobench::rss_bytes();
-  const std::uint64_t pte0 = gorobench::page_table_bytes();
+  const memory_mark before;
   auto t0 = clock::now();
-  for (int i = 0; i < n; ++i) {
-    goro::go([&arrived, &finished, &released, gate] {
-      arrived.done();
-      gate.recv();
-      released.fetch_add(1, std::memory_order_relaxed);
-      finished.done();
-    });
-  }
-  arrived.wait();
+  parked_crowd crowd(n);
   const double create_ns = ns_since(t0);
-  const std::uint64_t rss1 = gorobench::rss_bytes();
-  const std::uint64_t pte1 = gorobench::page_table_bytes();
-  auto t1 = clock::now();
-  gate.close();
-  finished.wait();
-  const double release_ns = ns_since(t1);
-  const double rss_per_g =
-      (static_cast<double>(rss1) - static_cast<double>(rss0)) / n;
-  const double pte_per_g =
-      (static_cast<double>(pte1) - static_cast<double>(pte0)) / n;
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "mass_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; "
-                "rss before %llu MiB, parked %llu MiB; page tables parked "
-                "%llu MiB",
-                rss_per_g, pte_per_g,
-                static_cast<unsigned long long>(rss0 >> 20),
-                static_cast<unsigned long long>(rss1 >> 20),
-                static_cast<unsigned long long>(pte1 >> 20));
-  gorobench::note(buf);
-  gorobench::check("mass_release", released.load());
+  const memory_mark parked;
+  const double release_ns = crowd.release();
+  const double per_g = parked.per_goroutine_since(before, n, "mass_rss_per_g");
+  gorobench::check("mass_release", crowd.released.load());
   gorobench::result("mass_create", create_ns / 1e6, "ms");
   gorobench::result("mass_release", release_ns / 1e6, "ms");
-  gorobench::result("mass_rss_per_g", rss_per_g + pte_per_g, "bytes/goroutine");
+  gorobench::result("mass_rss_per_g", per_g, "bytes/goroutine");
+}
+
+// 1M goroutines parked on one channel for longer than the idle threshold
+// (issue 28): goro releases their stacks' memory (GORO_DEBUG=stackrelease,
+// set to 1000 ms for this workload in workloads.txt), Go is given a GC and
+// FreeOSMemory, which shrink its parked stacks. idle_rss_per_g: RSS + page
+// tables per goroutine, grown from before the first spawn to when the
+// memory has settled; idle_wake: from close until all have finished (goro
+// restores every stack on the way). CHECK: goroutines released.
+GOROBENCH_WORKLOAD(idle_release,
+                   "1M goroutines parked past the idle threshold on one "
+                   "channel; bytes/goroutine, then released by close, ms",
+                   "idle_rss_per_g idle_wake") {
+  constexpr int n = 1'000'000;
+  const memory_mark before;
+  parked_crowd crowd(n);
+  // Wait (bounded) until releasing has stopped: two scans in a row that
+  // release nothing more after the first release.
+  auto t_idle = clock::now();
+  std::uint64_t last = 0;
+  int still = 0;
+  while (ns_since(t_idle) < 60e9) {
+    goro::sleep(std::chrono::milliseconds(1100));
+    std::uint64_t now = goro::debug::read_mem_stats().stacks_released;
+    if (now != 0 && now == last && ++still >= 2) break;
+    if (now != last) still = 0;
+    last = now;
+  }
+  gorobench::note("idle_release: " + std::to_string(last) +
+                  " stacks released; waited " +
+                  std::to_string(ns_since(t_idle) / 1e9) + " s");
+  const memory_mark settled;
+  const double wake_ns = crowd.release();
+  const double per_g = settled.per_goroutine_since(before, n, "idle_rss_per_g");
+  gorobench::check("idle_release", crowd.released.load());
+  gorobench::result("idle_rss_per_g", per_g, "bytes/goroutine");
+  gorobench::result("idle_wake", wake_ns / 1e6, "ms");
 }

@@ -178,41 +178,71 @@ func goroutines() {
 	result("goroutines_drain", float64(drain.Nanoseconds())/1e6, "ms")
 }
 
+// n goroutines that count themselves in arrived, park on gate until it is
+// closed, then count themselves in released and finished; parkCrowd
+// returns once all of them have arrived (see sched_bench.cpp's
+// parked_crowd).
+type crowd struct {
+	gate              chan struct{}
+	arrived, finished sync.WaitGroup
+	released          uint64
+}
+
+func parkCrowd(n int) *crowd {
+	c := &crowd{gate: make(chan struct{})}
+	c.arrived.Add(n)
+	c.finished.Add(n)
+	for i := 0; i < n; i++ {
+		go func() {
+			c.arrived.Done()
+			<-c.gate
+			atomic.AddUint64(&c.released, 1)
+			c.finished.Done()
+		}()
+	}
+	c.arrived.Wait()
+	return c
+}
+
+// release closes the gate and waits until every goroutine has finished.
+func (c *crowd) release() time.Duration {
+	t := time.Now()
+	close(c.gate)
+	c.finished.Wait()
+	return time.Since(t)
+}
+
+// RSS (statm) and page tables (VmPTE) at one moment.
+type memoryMark struct{ rss, pte uint64 }
+
+func markMemory() memoryMark { return memoryMark{rssBytes(), pageTableBytes()} }
+
+// perGoroutineSince: RSS + page tables grown since before, per goroutine;
+// a note splits the two.
+func (m memoryMark) perGoroutineSince(before memoryMark, n int, metric string) float64 {
+	rssPerG := (float64(m.rss) - float64(before.rss)) / float64(n)
+	ptePerG := (float64(m.pte) - float64(before.pte)) / float64(n)
+	note("%s: rss %.0f + page tables %.0f bytes/goroutine; rss before %d MiB, then %d MiB; page tables then %d MiB",
+		metric, rssPerG, ptePerG, before.rss>>20, m.rss>>20, m.pte>>20)
+	return rssPerG + ptePerG
+}
+
 // 1M goroutines parked on one channel, released by close; mass_rss_per_g is
 // RSS (statm) plus page tables (VmPTE) grown per goroutine while all are
 // parked (see sched_bench.cpp).
 func massRelease() {
 	const n = 1000000
-	gate := make(chan struct{})
-	var arrived, finished sync.WaitGroup
-	var released uint64
-	arrived.Add(n)
-	finished.Add(n)
-	rss0, pte0 := rssBytes(), pageTableBytes()
+	before := markMemory()
 	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		go func() {
-			arrived.Done()
-			<-gate
-			atomic.AddUint64(&released, 1)
-			finished.Done()
-		}()
-	}
-	arrived.Wait()
+	crowd := parkCrowd(n)
 	create := time.Since(t0)
-	rss1, pte1 := rssBytes(), pageTableBytes()
-	t1 := time.Now()
-	close(gate)
-	finished.Wait()
-	release := time.Since(t1)
-	rssPerG := (float64(rss1) - float64(rss0)) / n
-	ptePerG := (float64(pte1) - float64(pte0)) / n
-	note("mass_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; rss before %d MiB, parked %d MiB; page tables parked %d MiB",
-		rssPerG, ptePerG, rss0>>20, rss1>>20, pte1>>20)
-	check("mass_release", atomic.LoadUint64(&released))
+	parked := markMemory()
+	release := crowd.release()
+	perG := parked.perGoroutineSince(before, n, "mass_rss_per_g")
+	check("mass_release", atomic.LoadUint64(&crowd.released))
 	result("mass_create", float64(create.Nanoseconds())/1e6, "ms")
 	result("mass_release", float64(release.Nanoseconds())/1e6, "ms")
-	result("mass_rss_per_g", rssPerG+ptePerG, "bytes/goroutine")
+	result("mass_rss_per_g", perG, "bytes/goroutine")
 }
 
 // 1M goroutines parked on one channel past the idle threshold (see
@@ -220,34 +250,16 @@ func massRelease() {
 // stacks and return free memory, before its RSS is read.
 func idleRelease() {
 	const n = 1000000
-	gate := make(chan struct{})
-	var arrived, finished sync.WaitGroup
-	var released uint64
-	arrived.Add(n)
-	finished.Add(n)
-	rss0, pte0 := rssBytes(), pageTableBytes()
-	for i := 0; i < n; i++ {
-		go func() {
-			arrived.Done()
-			<-gate
-			atomic.AddUint64(&released, 1)
-			finished.Done()
-		}()
-	}
-	arrived.Wait()
+	before := markMemory()
+	crowd := parkCrowd(n)
 	tIdle := time.Now()
 	runtime.GC()
 	debug.FreeOSMemory()
-	rss1, pte1 := rssBytes(), pageTableBytes()
-	t1 := time.Now()
-	close(gate)
-	finished.Wait()
-	wake := time.Since(t1)
-	rssPerG := (float64(rss1) - float64(rss0)) / n
-	ptePerG := (float64(pte1) - float64(pte0)) / n
-	note("idle_rss_per_g: rss %.0f + page tables %.0f bytes/goroutine; GC and FreeOSMemory took %.1f s",
-		rssPerG, ptePerG, t1.Sub(tIdle).Seconds())
-	check("idle_release", atomic.LoadUint64(&released))
-	result("idle_rss_per_g", rssPerG+ptePerG, "bytes/goroutine")
+	note("idle_release: GC and FreeOSMemory took %.1f s", time.Since(tIdle).Seconds())
+	settled := markMemory()
+	wake := crowd.release()
+	perG := settled.perGoroutineSince(before, n, "idle_rss_per_g")
+	check("idle_release", atomic.LoadUint64(&crowd.released))
+	result("idle_rss_per_g", perG, "bytes/goroutine")
 	result("idle_wake", float64(wake.Nanoseconds())/1e6, "ms")
 }
