@@ -95,6 +95,8 @@ bool release_unavailable(std::string* why) {
     for (int i = 0; i < n; i++)
       inbox.push_back(goro::make_chan<std::uint64_t>());
     all.add(2 * n);
+    goro::wait_group parking;  // counted down just before each park
+    parking.add(3 * n);
     for (int i = 0; i < n; i++) {
       goro::go([&, i] {
         goro::wait_group wg;  // on this parked parent's stack
@@ -102,13 +104,16 @@ bool release_unavailable(std::string* why) {
         char buf[64];
         std::memset(buf, 'x', sizeof buf);
         wg.add(1);
-        goro::go([&wg, &slot, &buf, &reads_ok, gate, i, rfd = pfd[0]] {
-          gate.recv();
-          slot = 0x1234'5678'0000'0000ULL + std::uint64_t(i);
-          // A kernel-mode write into the parent's stack.
-          if (read(rfd, buf, 8) == 8) reads_ok.fetch_add(1);
-          wg.done();
-        });
+        goro::go(
+            [&wg, &slot, &buf, &reads_ok, &parking, gate, i, rfd = pfd[0]] {
+              parking.done();
+              gate.recv();
+              slot = 0x1234'5678'0000'0000ULL + std::uint64_t(i);
+              // A kernel-mode write into the parent's stack.
+              if (read(rfd, buf, 8) == 8) reads_ok.fetch_add(1);
+              wg.done();
+            });
+        parking.done();
         wg.wait();
         bool ok = slot == 0x1234'5678'0000'0000ULL + std::uint64_t(i) &&
                   std::memcmp(buf, "stackbuf", 8) == 0 && buf[8] == 'x' &&
@@ -117,6 +122,7 @@ bool release_unavailable(std::string* why) {
         all.done();
       });
       goro::go([&, i] {
+        parking.done();
         std::uint64_t got = *inbox[std::size_t(i)].recv();  // into this frame
         if (got == std::uint64_t(i) * 7 + 1) receivers_ok.fetch_add(1);
         all.done();
@@ -144,8 +150,9 @@ bool release_unavailable(std::string* why) {
         all.done();
       });
     }
-    // Let every goroutine reach its park.
-    goro::sleep(std::chrono::milliseconds(50));
+    // Every parent, child and receiver is at its park (the servers park
+    // in read() right after accept, before any data is sent).
+    parking.wait();
     rss_parked = rss_kib();
     if (!wait_released(std::uint64_t(n))) return;
     released = goro::debug::read_mem_stats().stacks_released;
