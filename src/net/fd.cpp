@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <goro/fd.hpp>
+#include <mutex>
 #include <stdexcept>
 #include <system_error>
 
@@ -34,6 +35,7 @@ namespace {
 void destroy(fd_state* s) {
   rt::poll_close(s->pd);
   s->pd = nullptr;
+  nonblock_release(s);
   if (!s->released) {
     // Linux closes the descriptor even when close() reports EINTR: never
     // retry (the number may already be someone else's).
@@ -124,28 +126,28 @@ fd::fd(int sysfd) {
   int fl = fcntl(sysfd, F_GETFL);
   if (fl < 0)
     throw std::system_error(errno, std::system_category(), "goro::fd: fcntl");
+  struct stat st;
+  if (fstat(sysfd, &st) != 0)
+    throw std::system_error(errno, std::system_category(), "goro::fd: fstat");
+  if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode))
+    throw std::system_error(
+        EPERM, std::system_category(),
+        "goro::fd: cannot poll this descriptor (a regular file or directory)");
   if ((fl & O_NONBLOCK) == 0 && fcntl(sysfd, F_SETFL, fl | O_NONBLOCK) != 0)
     throw std::system_error(errno, std::system_category(), "goro::fd: fcntl");
-  struct stat st;
-  bool have_st = fstat(sysfd, &st) == 0;
-  bool sock = have_st && S_ISSOCK(st.st_mode);
-  bool stream = have_st && S_ISFIFO(st.st_mode);
-  if (sock) {
-    int type = 0;
-    socklen_t len = sizeof type;
-    stream = getsockopt(sysfd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 &&
-             type == SOCK_STREAM;
-  }
   rt::poll_desc* pd = rt::poll_open(sysfd);
-  if (pd == nullptr)
+  if (pd == nullptr) {
+    int err = errno;
+    if ((fl & O_NONBLOCK) == 0) (void)fcntl(sysfd, F_SETFL, fl);
     throw std::system_error(
-        errno, std::system_category(),
+        err, std::system_category(),
         "goro::fd: cannot poll this descriptor (epoll_ctl)");
+  }
   s_ = new fd_state;
   s_->sysfd = sysfd;
   s_->pd = pd;
-  s_->is_socket = sock;
-  s_->is_stream = stream;
+  s_->is_socket = S_ISSOCK(st.st_mode);
+  detail::nonblock_acquire(s_, fl, &st);
 }
 
 fd::fd(fd&& other) noexcept : s_(other.s_) { other.s_ = nullptr; }
@@ -180,11 +182,21 @@ void fd::close() noexcept {
   detail::fd_decref(s_);
 }
 
+// Unlike close(), release() waits: operations still in progress hold the
+// direction locks until they return, so once both are taken nobody uses
+// the number, and it leaves the poller (and gets its blocking mode back)
+// before the caller, who may close it or wrap it again at once, has it.
 int fd::release() {
   if (s_ == nullptr || s_->closing.exchange(true, std::memory_order_acq_rel))
     throw closed_error();
   s_->released = true;
   rt::poll_unblock(s_->pd);
+  {
+    std::lock_guard<goro::mutex> r(s_->rmu);
+    std::lock_guard<goro::mutex> w(s_->wmu);
+    rt::poll_detach(s_->pd);
+    detail::nonblock_release(s_);
+  }
   int sysfd = s_->sysfd;
   detail::fd_decref(s_);
   return sysfd;
@@ -193,26 +205,14 @@ int fd::release() {
 std::size_t fd::read(void* buf, std::size_t n) {
   fd_io io(s_, 'r');
   if (n == 0) return 0;
-  if (s_->is_stream && s_->drained.load(std::memory_order_relaxed) &&
-      !rt::poll_hup_seen(s_->pd)) {
-    // Drained by the last read: wait for the edge of new data (no prepare
-    // step, which would clear that edge). Saves the EAGAIN read of every
-    // request/response exchange. Not after a hang-up: a FIN that came with
-    // the data we read raised no edge of its own, and the next read must
-    // see end of stream at once. Deadlines and close are checked as in
-    // prepare; a stale readiness costs one EAGAIN read below.
-    detail::fd_wait(s_, 'r', "read");
-  } else {
-    detail::fd_prepare(s_, 'r', "read");
-  }
+  // Always attempt the read, even right after a short one: a short read
+  // does not prove the buffer empty (a packet-mode pipe returns one packet,
+  // TCP stops at urgent data, a Unix socket at a change of credentials),
+  // and wait_readable() may have consumed the edge of data still queued.
+  detail::fd_prepare(s_, 'r', "read");
   for (;;) {
     ssize_t r = ::read(s_->sysfd, buf, n);
-    if (r >= 0) {
-      if (s_->is_stream)
-        s_->drained.store(r > 0 && std::size_t(r) < n,
-                          std::memory_order_relaxed);
-      return std::size_t(r);
-    }
+    if (r >= 0) return std::size_t(r);
     if (errno == EINTR) continue;
     if (errno != EAGAIN)
       throw std::system_error(errno, std::system_category(), "read");

@@ -19,6 +19,8 @@
 #include <goro/fd.hpp>
 #include <goro/sync.hpp>
 
+struct stat;
+
 namespace goro::rt {
 struct poll_desc;
 }
@@ -29,14 +31,12 @@ struct fd_state {
   int sysfd = -1;
   rt::poll_desc* pd = nullptr;
   bool is_socket = false;
-  // A byte stream (TCP/Unix stream socket, pipe, FIFO): a read that returns
-  // fewer bytes than asked for has drained it.
-  bool is_stream = false;
-  // The last read drained the stream: any data since then has raised a new
-  // edge after that read's prepare step, so the next read waits for it
-  // first instead of paying a read() that can only say EAGAIN. Written and
-  // read under rmu.
-  std::atomic<bool> drained{false};
+  // Counted in fd_nonblock.cpp's table of descriptions (its key): the
+  // last goro::fd on the description puts back the blocking mode goro
+  // took away.
+  bool nb_tracked = false;
+  unsigned long nb_key_dev = 0;
+  unsigned long nb_key_ino = 0;
   bool released = false;  // release(): unregister without closing
   std::atomic<bool> closing{false};
   // One for the open descriptor plus one per operation in progress (the
@@ -55,6 +55,12 @@ struct fd_state {
   goro::mutex rmu;
   goro::mutex wmu;
 };
+
+// fd_nonblock.cpp: count s on its open file description (fl: its flags
+// before goro::fd set O_NONBLOCK, st: its fstat), and the reverse, which
+// clears O_NONBLOCK again if goro set it and s was the last user.
+void nonblock_acquire(fd_state* s, int fl, const struct stat* st);
+void nonblock_release(fd_state* s);
 
 // Holds a reference for the duration of an operation; throws
 // closed_error if the descriptor is closed (or s is null).

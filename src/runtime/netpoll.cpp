@@ -81,7 +81,8 @@ int check_err(poll_desc* pd, int mode) {
       (mode == 'w' && pd->wd.load(std::memory_order_acquire) < 0))
     return poll_err_timeout;
   // Only reads report EPOLLERR: a write learns the error from write().
-  if (mode == 'r' && pd->everr.load(std::memory_order_acquire))
+  if (mode == 'r' &&
+      (pd->info.load(std::memory_order_acquire) & pd_info_everr) != 0)
     return poll_err_not_pollable;
   return poll_ok;
 }
@@ -226,8 +227,8 @@ poll_desc* poll_open(int fd) {
   }
   pd->fd = fd;
   pd->closing.store(false, std::memory_order_relaxed);
-  pd->everr.store(false, std::memory_order_relaxed);
-  pd->hup.store(false, std::memory_order_relaxed);
+  // The sequence number moved on at the last close; only the flag goes.
+  pd->info.fetch_and(~pd_info_everr, std::memory_order_relaxed);
   pd->rg.store(0, std::memory_order_relaxed);
   pd->wg.store(0, std::memory_order_relaxed);
   pd->rd.store(0, std::memory_order_relaxed);
@@ -249,12 +250,20 @@ void poll_close(poll_desc* pd) {
   std::uintptr_t r = pd->rg.load(), w = pd->wg.load();
   if ((r != 0 && r != pd_ready) || (w != 0 && w != pd_ready))
     fatal("runtime: blocked pollDesc");
-  netpollclose(pd->fd);
+  if (pd->fd >= 0) netpollclose(pd->fd);  // else poll_detach did
   // A new sequence number: events still in flight for the old
   // registration carry the old tag and are dropped.
-  pd->fdseq.fetch_add(1, std::memory_order_relaxed);
+  pd->info.fetch_add(1u << pd_info_seq_shift, std::memory_order_relaxed);
   pd->fd = -1;
   pd_free(pd);
+}
+
+void poll_detach(poll_desc* pd) {
+  if (!pd->closing.load()) fatal("runtime: detach polldesc w/o unblock");
+  netpollclose(pd->fd);
+  // Events already queued for the registration are stale from here.
+  pd->info.fetch_add(1u << pd_info_seq_shift, std::memory_order_relaxed);
+  pd->fd = -1;
 }
 
 int poll_reset(poll_desc* pd, int mode) {
@@ -262,17 +271,14 @@ int poll_reset(poll_desc* pd, int mode) {
   if (err != poll_ok) return err;
   // A pd_ready left from an earlier edge is consumed by the I/O attempt
   // the caller is about to make; clearing it keeps the next wait honest.
-  // An exchange, not a store: reading the poller's release of the slot
-  // makes its earlier writes (hup) visible to this thread.
+  // Readiness is only a hint that the next attempt may succeed; a
+  // spurious one costs an EAGAIN, a lost one a hang, so nothing ever skips
+  // the attempt on the strength of the slot's state.
   if (mode == 'r')
-    pd->rg.exchange(0, std::memory_order_acq_rel);
+    pd->rg.store(0, std::memory_order_relaxed);
   else if (mode == 'w')
-    pd->wg.exchange(0, std::memory_order_acq_rel);
+    pd->wg.store(0, std::memory_order_relaxed);
   return poll_ok;
-}
-
-bool poll_hup_seen(poll_desc* pd) {
-  return pd->hup.load(std::memory_order_acquire);
 }
 
 int poll_wait(poll_desc* pd, int mode) {

@@ -39,17 +39,17 @@ enum poll_err : int {
 struct poll_desc {
   poll_desc* link = nullptr;  // pollcache free list
   int fd = -1;
-  // Incremented on each reuse; the low 16 bits tag the epoll registration.
-  std::atomic<std::uint32_t> fdseq{0};
+  // One word, so the poller can check an event's sequence number and set
+  // the error flag in the same step (a CAS): bit 0 is everr (epoll reported
+  // EPOLLERR alone), the rest the sequence number, incremented on each
+  // reuse, whose low 16 bits tag the epoll registration. Two separate
+  // words would let a close and reuse land between the poller's check and
+  // its store, giving the new descriptor the old one's error.
+  std::atomic<std::uint32_t> info{0};
   std::atomic<std::uintptr_t> rg{0};
   std::atomic<std::uintptr_t> wg{0};
   // Read without lock by poll_check_err (published with release).
   std::atomic<bool> closing{false};
-  std::atomic<bool> everr{false};
-  // Sticky: a hang-up or error (EPOLLRDHUP/HUP/ERR) was delivered. Set
-  // before the slot is made ready, so whoever consumed that readiness (or
-  // cleared it in poll_reset, an exchange) sees it.
-  std::atomic<bool> hup{false};
   // Deadlines: 0 none, -1 passed, else an absolute nanotime().
   std::atomic<std::int64_t> rd{0};
   std::atomic<std::int64_t> wd{0};
@@ -76,8 +76,10 @@ int poll_wait(poll_desc* pd, int mode);
 // Sets the deadline for mode 'r', 'w' or 'r'+'w' to the absolute
 // nanotime() `d` (0: none; in the past: expired now, waiters wake).
 void poll_set_deadline(poll_desc* pd, std::int64_t d, int mode);
-// True once a hang-up or error was delivered for pd (see poll_desc.hup).
-bool poll_hup_seen(poll_desc* pd);
+// Takes the descriptor out of the poller now (goro::fd::release: the
+// caller may close or rewrap the number as soon as this returns). After
+// poll_unblock; poll_close then only recycles pd.
+void poll_detach(poll_desc* pd);
 // Starts closing: every current and future wait fails with
 // poll_err_closing; deadline timers are stopped.
 void poll_unblock(poll_desc* pd);
@@ -103,5 +105,13 @@ void netpollready(g_queue* ready, poll_desc* pd, int mode);
 // Platform layer: register / unregister one descriptor.
 int netpollopen(int fd, poll_desc* pd);  // 0 or an errno
 void netpollclose(int fd);
+
+// poll_desc.info's layout.
+constexpr std::uint32_t pd_info_everr = 1;
+constexpr int pd_info_seq_shift = 1;
+constexpr std::uint32_t pd_info_tag_mask = 0xffff;  // seq bits in the tag
+inline std::uint32_t pd_info_tag(std::uint32_t info) {
+  return (info >> pd_info_seq_shift) & pd_info_tag_mask;
+}
 
 }  // namespace goro::rt

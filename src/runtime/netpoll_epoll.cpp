@@ -15,6 +15,7 @@
 #include "runtime/netpoll.hpp"
 #include "runtime/panic.hpp"
 #include "runtime/sched.hpp"
+#include "runtime/testhook.hpp"
 
 namespace goro::rt {
 
@@ -32,8 +33,26 @@ std::atomic<bool> have_pwait2{true};
 constexpr int tag_shift = 48;
 std::uint64_t tagged(poll_desc* pd) {
   return reinterpret_cast<std::uint64_t>(pd) |
-         (std::uint64_t(pd->fdseq.load(std::memory_order_relaxed) & 0xffff)
+         (std::uint64_t(pd_info_tag(pd->info.load(std::memory_order_relaxed)))
           << tag_shift);
+}
+
+// Records whether this event is EPOLLERR alone, if the event is for pd's
+// current registration. False for a stale event (the descriptor was closed
+// and pd reused since it was queued). The check and the store are one CAS:
+// see poll_desc.info.
+bool set_event_err(poll_desc* pd, std::uint32_t tag, bool err) {
+  std::uint32_t x = pd->info.load(std::memory_order_relaxed);
+  for (;;) {
+    if (pd_info_tag(x) != tag) return false;
+    std::uint32_t next = err ? (x | pd_info_everr) : (x & ~pd_info_everr);
+    if (next == x) return true;
+    // Release: a reader that sees the flag (check_err's acquire load) sees
+    // what the poller knew before it.
+    if (pd->info.compare_exchange_weak(x, next, std::memory_order_release,
+                                       std::memory_order_relaxed))
+      return true;
+  }
 }
 
 int epoll_wait_ns(struct epoll_event* events, int max, std::int64_t delay,
@@ -137,13 +156,12 @@ g_queue netpoll(std::int64_t delay) {
       auto* pd = reinterpret_cast<poll_desc*>(
           data & ((std::uint64_t{1} << tag_shift) - 1));
       // Stale: the descriptor was closed and its poll_desc reused since
-      // this event was queued.
-      if (std::uint32_t(data >> tag_shift) !=
-          (pd->fdseq.load(std::memory_order_relaxed) & 0xffff))
+      // this event was queued. A close and reuse right after this check
+      // only gives the new descriptor a spurious readiness, which costs its
+      // next I/O attempt one EAGAIN (readiness is a hint, never trusted).
+      run_test_hook(testhooks.netpoll_event, pd);
+      if (!set_event_err(pd, std::uint32_t(data >> tag_shift), ev == EPOLLERR))
         continue;
-      pd->everr.store(ev == EPOLLERR, std::memory_order_release);
-      if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-        pd->hup.store(true, std::memory_order_release);
       netpollready(&ready, pd, mode);
     }
     return ready;

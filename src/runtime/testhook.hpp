@@ -11,6 +11,7 @@ namespace goro::rt {
 
 struct P;
 struct timer;
+struct poll_desc;
 
 struct test_hooks {
   // pidleput decided whether the P keeps its timer-mask bit (stage 0) and
@@ -19,6 +20,9 @@ struct test_hooks {
   // A due timer was taken off (or re-armed in) its heap and is about to
   // fire; the heap lock is still held.
   std::atomic<void (*)(timer*)> timer_unlinked{nullptr};
+  // netpoll took an event for pd off epoll_wait and is about to check its
+  // sequence tag (the close-and-reuse window of poll_desc.info).
+  std::atomic<void (*)(poll_desc*)> netpoll_event{nullptr};
   // Seconds added to the coarse clock (coarseclock.hpp), so that a test
   // sees goroutines that waited minutes without waiting; set through
   // coarse_clock_advance_for_test.
