@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <goro/chan.hpp>
 #include <goro/debug.hpp>
+#include <goro/net.hpp>
 #include <goro/runtime.hpp>
 #include <goro/time.hpp>
 #include <string>
@@ -120,4 +121,62 @@ GOROBENCH_WORKLOAD(ticker_late_4hogs_1ms,
                    "its default); p99 lateness ms",
                    "") {
   ticker_late("ticker_late_4hogs_1ms", 4, true);
+}
+
+namespace {
+
+// Issue 25 bug 7: I/O that completes without waiting is still a runtime
+// entry. At gomaxprocs 1 a goroutine loops UDP writes (each returns at
+// once: loopback, a reader draining them) while main sleeps 10 ms at a
+// time; each sleep's length says how soon the writer yields. Metric: the
+// median sleep in ms (p90 and max as '#').
+void sleep_beside_udp_writer() {
+  using clk = std::chrono::steady_clock;
+  int prev_procs = goro::gomaxprocs(1);
+  auto sink = goro::net::listen_packet("udp", "127.0.0.1:0");
+  auto out = goro::net::dial_packet("udp", sink.local_addr().str());
+  std::atomic<bool> stop{false};
+  goro::chan<void> done = goro::make_chan<void>(2);
+  goro::go([&stop, &out, done]() mutable {
+    char msg[64] = {};
+    while (!stop.load(std::memory_order_relaxed)) out.write(msg, sizeof msg);
+    done.send();
+  });
+  goro::go([&sink, done]() mutable {
+    char buf[64];
+    try {
+      for (;;) sink.read(buf, sizeof buf);
+    } catch (const std::exception&) {  // closed at the end
+    }
+    done.send();
+  });
+  constexpr int sleeps = 50;
+  std::vector<double> ms;
+  for (int i = 0; i < sleeps; i++) {
+    auto t0 = clk::now();
+    goro::sleep(std::chrono::milliseconds(10));
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(clk::now() - t0).count());
+  }
+  stop.store(true);
+  done.recv();
+  sink.close();
+  done.recv();
+  out.close();
+  goro::gomaxprocs(prev_procs);
+  std::sort(ms.begin(), ms.end());
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "p90 %.1f ms, max %.1f ms, %d sleeps",
+                ms[sleeps * 9 / 10], ms.back(), sleeps);
+  gorobench::note(buf);
+  gorobench::result("sleep_beside_udp_writer", ms[sleeps / 2], "ms_p50");
+}
+
+}  // namespace
+
+GOROBENCH_WORKLOAD(sleep_beside_udp_writer,
+                   "10 ms sleeps at gomaxprocs 1 beside a goroutine looping "
+                   "UDP writes that never wait; median sleep ms",
+                   "") {
+  sleep_beside_udp_writer();
 }

@@ -17,8 +17,10 @@
 #include <system_error>
 #include <thread>
 
+#include "runtime/g.hpp"
 #include "runtime/netpoll.hpp"
 #include "runtime/testhook.hpp"
+#include "runtime/tls.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;
@@ -274,5 +276,54 @@ TEST(FdPollSequence, ErrorEventForAClosedDescriptorIsStale) {
     goro::rt::poll_close(reused);
     ::close(newfd[0]);
     ::close(newfd[1]);
+  });
+}
+
+// Bug 7: I/O that completes without waiting is a runtime entry that honours
+// a pending preemption (Go checks in every function prologue). At one P, a
+// goroutine asked to yield (as sysmon asks one that ran 10 ms) makes a UDP
+// write that cannot wait: the goroutine queued behind it runs first.
+TEST(FdPreemption, WriteThatNeverWaitsHonoursAPreemptionRequest) {
+  goro::options o;
+  o.gomaxprocs = 1;
+  goro::run(o, [] {
+    auto sink = goro::net::listen_packet("udp", "127.0.0.1:0");
+    auto out = goro::net::dial_packet("udp", sink.local_addr().str());
+    char msg[32] = {};
+    out.write(msg, sizeof msg);  // warm: the first write may differ
+    bool other_ran = false;
+    goro::go([&] { other_ran = true; });
+    goro::rt::getg()->preempt.store(true, std::memory_order_relaxed);
+    out.write(msg, sizeof msg);
+    EXPECT_TRUE(other_ran) << "the write returned without yielding";
+    goro::rt::getg()->preempt.store(false, std::memory_order_relaxed);
+  });
+}
+
+// The same as a user sees it: main's 10 ms sleeps beside a goroutine
+// looping such writes return (bench/: sleep_beside_udp_writer measures how
+// late).
+TEST(FdPreemption, SleepBesideWritesThatNeverWaitReturns) {
+  goro::options o;
+  o.gomaxprocs = 1;
+  goro::run(o, [] {
+    auto sink = goro::net::listen_packet("udp", "127.0.0.1:0");
+    auto out = goro::net::dial_packet("udp", sink.local_addr().str());
+    std::atomic<bool> stop{false};
+    std::atomic<long> writes{0};
+    goro::wait_group wg;
+    wg.add(1);
+    goro::go([&] {
+      char msg[32] = {};
+      while (!stop.load(std::memory_order_relaxed)) {
+        out.write(msg, sizeof msg);
+        writes.fetch_add(1, std::memory_order_relaxed);
+      }
+      wg.done();
+    });
+    for (int i = 0; i < 3; i++) goro::sleep(10ms);
+    stop = true;
+    wg.wait();
+    EXPECT_GT(writes.load(), 0);  // the writer did run between the sleeps
   });
 }

@@ -16,6 +16,7 @@
 
 #include "net/fd_internal.hpp"
 #include "runtime/netpoll.hpp"
+#include "runtime/preempt.hpp"
 
 namespace goro {
 
@@ -78,10 +79,16 @@ fd_ref::fd_ref(fd_state* s) : s_(s) {
 
 fd_ref::~fd_ref() { fd_decref(s_); }
 
-// The reference first: a null or closed descriptor throws before it
-// waits for the lock.
+// An I/O call is a runtime entry (Go checks for preemption in every
+// function prologue): a goroutine whose reads or writes never wait, such
+// as a loop of UDP sends, would otherwise never yield, since a signal
+// that lands in the kernel or libc finds no safe point. The check comes
+// before the lock, so a preempted goroutine holds nothing; on a plain
+// thread it counts the thread as using goro (checkdead). Then the
+// reference: a null or closed descriptor throws before it waits for the
+// lock.
 fd_io::fd_io(fd_state* s, int mode)
-    : ref_(s), mu_(mode == 'r' ? s->rmu : s->wmu) {
+    : ref_((rt::runtime_entry(), s)), mu_(mode == 'r' ? s->rmu : s->wmu) {
   mu_.lock();
 }
 
