@@ -452,6 +452,37 @@ TEST_F(DeadlockDeathTest, NoFalsePositiveWaitingForPlainThread) {
       ExitedWithCode(0), "");
 }
 
+// Issue 25 bug 8: a plain thread whose only goro call so far was
+// ch.len() counts as using goro. It then works (here: sleeps) for longer
+// than the grace given to threads goro does not know, with main blocked
+// and every M idle, and then sends: no deadlock verdict in between.
+TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadThatOnlyAskedLen) {
+  EXPECT_EXIT(
+      {
+        auto c = goro::make_chan<int>(1);
+        auto block = goro::make_chan<int>();
+        std::atomic<bool> counted{false};
+        bool seen = false;
+        std::thread th([c, block, &seen, &counted]() mutable {
+          (void)c.len();  // the only goro call before the long work
+          counted = true;
+          seen = await_state(
+              [&] { return receivers_queued(block) == 1 && no_m_running(); });
+          // "Other work", past checkdead's one-second grace for threads
+          // goro does not know.
+          std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+          block.send(7);
+        });
+        while (!counted) std::this_thread::yield();
+        int r = goro::run([block] { return block.recv().value_or(0); });
+        th.join();
+        child_exit(r == 7 && seen,
+                   "run() returned " + std::to_string(r) +
+                       (seen ? "" : "; main never seen blocked"));
+      },
+      ExitedWithCode(0), "");
+}
+
 // The same with a plain thread that is blocked on a std::condition_variable
 // (outside the runtime) before it sends.
 TEST_F(DeadlockDeathTest, NoFalsePositivePlainThreadBlockedOutsideRuntime) {

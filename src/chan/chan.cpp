@@ -53,6 +53,7 @@ bool wait_on(hchan* c, waitq& q, void* elem, rt::wait_reason reason) {
 }  // namespace
 
 hchan* makechan(const elem_ops* ops, std::size_t cap) {
+  rt::plain_thread_entry();
   std::size_t stride =
       ops->size == 0 ? 0
                      : (ops->size + ops->align - 1) / ops->align * ops->align;
@@ -233,9 +234,13 @@ void closechan(hchan* c) {
 }
 
 std::size_t chanlen(const hchan* c) noexcept {
+  rt::plain_thread_entry();
   return c ? c->qcount.load(std::memory_order_relaxed) : 0;
 }
 
-std::size_t chancap(const hchan* c) noexcept { return c ? c->dataqsiz : 0; }
+std::size_t chancap(const hchan* c) noexcept {
+  rt::plain_thread_entry();
+  return c ? c->dataqsiz : 0;
+}
 
 }  // namespace goro::detail

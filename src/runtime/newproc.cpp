@@ -81,6 +81,7 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
 
 void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
   using namespace rt;
+  plain_thread_entry();
   G* gp = static_cast<G*>(slot.g);
   gp->entry = entry;
   gp->arg = slot.storage;

@@ -2,11 +2,13 @@
 #include <goro/wait_group.hpp>
 #include <stdexcept>
 
+#include "runtime/preempt.hpp"
 #include "runtime/sema.hpp"
 
 namespace goro {
 
 void wait_group::add(std::int64_t delta) {
+  rt::plain_thread_entry();
   const std::uint64_t d = static_cast<std::uint64_t>(delta) << 32;
   std::uint64_t state = state_.fetch_add(d) + d;
   auto v = static_cast<std::int32_t>(state >> 32);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "runtime/nanotime.hpp"
+#include "runtime/preempt.hpp"
 #include "runtime/sched.hpp"
 #include "runtime/timers.hpp"
 #include "runtime/tls.hpp"
@@ -20,6 +21,7 @@ rt::timer* timer_new(timer_task* task) {
 }
 
 bool timer_start(rt::timer* t, std::int64_t d_ns, std::int64_t period_ns) {
+  rt::plain_thread_entry();
   std::int64_t now = rt::nanotime();
   std::int64_t when =
       d_ns > INT64_MAX - now ? INT64_MAX : now + (d_ns < 0 ? 0 : d_ns);
