@@ -127,7 +127,7 @@ format-check:
 	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
 
 install: deps
-	$(call build_preset,default,goro_static goro_shared)
+	$(call build_preset,default,goro_installables)
 	$(CMAKE) --install build/default --prefix "$(PREFIX)"
 
 clean:
