@@ -1,6 +1,7 @@
 // goro: Go's G-M-P runtime scheduler as a C++20 library. Umbrella header.
 #pragma once
 
+#include <goro/bufio.hpp>
 #include <goro/chan.hpp>
 #include <goro/context.hpp>
 #include <goro/debug.hpp>
