@@ -1,8 +1,12 @@
 // goro::bufio reader and writer: the core cases of Go's bufio_test.go
 // (every read method over every chunking and buffer size, unread_byte,
 // peek, discard, reset, write patterns, sticky errors) against in-memory
-// sources, and over goro::net TCP loopback connections (a line echo
-// server, EPIPE on a closed peer, deadlines that leave the buffer intact).
+// sources, over goro::net TCP loopback connections (a line echo server,
+// EPIPE on a closed peer, deadlines that leave the buffer intact, sticky
+// write deadlines) and over a goro::fd pipe.
+#include <unistd.h>
+
+#include <atomic>
 #include <goro/bufio.hpp>
 #include <goro/goro.hpp>
 #include <string>
@@ -631,5 +635,67 @@ TEST(BufioNet, DeadlineKeepsBufferedBytes) {
     EXPECT_EQ(line, "wor" + std::string(40, 'z') + "ld\n");
     EXPECT_EQ(r.read_line(), std::string(40, 'z'));
     peer.wait();
+  });
+}
+
+// A write deadline that passes while the peer does not read: the writer
+// reports deadline_exceeded, and (as Go's bufio.Writer) keeps reporting it
+// after the deadline is cleared: a timed-out writer is done.
+TEST(BufioNet, WriteDeadlineIsSticky) {
+  goro::run([] {
+    auto ln = goro::net::listen("127.0.0.1:0");
+    auto done = goro::make_chan<void>(0);
+    goro::wait_group peer;
+    peer.go([&] {
+      goro::net::conn c = ln.accept();
+      done.recv();  // reads nothing until the client is through
+    });
+    goro::net::conn c = goro::net::dial(ln.addr().str());
+    writer w(c, 1024);
+    c.set_write_deadline(goro_test::clock::now() + 50ms);
+    const std::string chunk(1 << 20, 'x');
+    bool timed_out = false;
+    for (int i = 0; i < 1000 && !timed_out;
+         i++) {  // socket buffers hold a few MiB
+      try {
+        w.write(chunk);
+      } catch (const goro::deadline_exceeded&) {
+        timed_out = true;
+      }
+    }
+    EXPECT_TRUE(timed_out);
+    c.set_write_deadline({});
+    EXPECT_THROW(w.write_byte('y'), goro::deadline_exceeded);
+    EXPECT_THROW(w.flush(), goro::deadline_exceeded);
+    done.send();
+    peer.wait();
+  });
+}
+
+// Over goro::fd (a pipe), writer and reader in two goroutines.
+TEST(BufioFd, PipeLines) {
+  goro::run([] {
+    int p[2];
+    ASSERT_EQ(::pipe(p), 0);
+    goro::fd rd(p[0]), wr(p[1]);
+    const int lines = 20000;
+    goro::wait_group wg;
+    wg.go([&] {
+      writer w(wr, 512);
+      for (int i = 0; i < lines; i++) {
+        w.write(std::to_string(i));
+        w.write(i % 3 ? "\n" : "\r\n");
+      }
+      w.flush();
+      wr.close();
+    });
+    reader r(rd, 64);
+    std::string line;
+    int n = 0;
+    bool ok = true;
+    while (r.read_line(line)) ok = ok && line == std::to_string(n++);
+    EXPECT_TRUE(ok);
+    EXPECT_EQ(n, lines);
+    wg.wait();
   });
 }
