@@ -85,15 +85,24 @@ concept byte_sink = requires(W& w, const void* p, std::size_t n) {
   { w.write(p, n) } -> std::convertible_to<std::size_t>;
 };
 
+class source;
+class sink;
+namespace detail {
+// Not source/sink themselves: those are copied, never wrapped (a wrapped
+// one would point at the copy it was made from).
+template <class R>
+concept wrappable_source = byte_source<R> && !std::same_as<R, source>;
+template <class W>
+concept wrappable_sink = byte_sink<W> && !std::same_as<W, sink>;
+}  // namespace detail
+
 // A non-owning, type-erased reference to a byte_source: one pointer to the
 // object and one to a function that calls its read (no allocation).
 class source {
  public:
-  template <byte_source R>
-    requires(!std::same_as<R, source>)
-  source(R& r)
-  noexcept  // NOLINT: implicit, so reader(conn) reads well
-      : obj_(&r), read_(&call<R>) {}
+  // Implicit, so that reader(conn) reads well.
+  template <detail::wrappable_source R>
+  source(R& r) noexcept : obj_(&r), read_(&call<R>) {}
   std::size_t read(void* buf, std::size_t n) { return read_(obj_, buf, n); }
 
  private:
@@ -110,11 +119,9 @@ class source {
 // short_write if one writes nothing.
 class sink {
  public:
-  template <byte_sink W>
-    requires(!std::same_as<W, sink>)
-  sink(W& w)
-  noexcept  // NOLINT: implicit, so writer(conn) reads well
-      : obj_(&w), write_(&call<W>) {}
+  // Implicit, so that writer(conn) reads well.
+  template <detail::wrappable_sink W>
+  sink(W& w) noexcept : obj_(&w), write_(&call<W>) {}
   // Writes all n bytes; `done` counts those written, also when it throws.
   void write_all(const char* buf, std::size_t n, std::size_t& done);
 
@@ -147,10 +154,10 @@ class reader {
     last_byte_ = static_cast<unsigned char>(buf_[r_]);
     return buf_[r_++];
   }
-  // Puts back the byte the last read operation consumed. Only valid right
-  // after a read, read_byte, read_until/read_string/read_line or another
-  // unread_byte's matching read; throws std::logic_error ("bufio: invalid
-  // use of UnreadByte") after peek, discard, or twice in a row.
+  // Puts back the last byte consumed (Go's UnreadByte): valid after read,
+  // read_byte, read_until, read_string or read_line, even at end of stream.
+  // Throws std::logic_error ("bufio: invalid use of UnreadByte") before any
+  // read, after peek or discard, and twice in a row.
   void unread_byte();
   // The next n bytes without consuming them, reading the source as needed;
   // fewer only at end of stream. Throws buffer_full if n > size(). The
