@@ -291,6 +291,9 @@ class scanner {
   scanner& operator=(scanner&&) noexcept = default;
 
   // Advances to the next token; false at end of input or on an error.
+  // A split function that keeps returning empty tokens at end of input
+  // without advancing makes it throw std::logic_error after 100 of them
+  // (Go panics): a bug in the split function, not an input error.
   bool scan();
   // The current token: a view valid until the next scan() (Go's Bytes),
   // or a copy (Go's Text).
