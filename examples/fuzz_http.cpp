@@ -51,7 +51,7 @@ outcome run(const char* d, std::size_t size, std::size_t first,
 void check_bounds(const outcome& o) {
   if (o.ok != (o.status == 0)) std::abort();
   if (!o.ok && o.status != 400 && o.status != 413 && o.status != 414 &&
-      o.status != 431 && o.status != 505)
+      o.status != 417 && o.status != 431 && o.status != 505)
     std::abort();
   for (const http::request& r : o.reqs) {
     if (r.method.empty()) std::abort();

@@ -41,6 +41,40 @@ struct request_parser::impl {
     return true;
   }
 
+  static bool iequal(const std::string& a, const char* b) {
+    std::size_t n = std::strlen(b);
+    if (a.size() != n) return false;
+    for (std::size_t i = 0; i < n; i++) {
+      char c = a[i];
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      if (c != b[i]) return false;
+    }
+    return true;
+  }
+
+  // The first value of header `name` (lower case), or nullptr.
+  const std::string* header(const char* name) const {
+    for (const auto& h : cur.headers)
+      if (iequal(h.first, name)) return &h.second;
+    return nullptr;
+  }
+
+  // Whether a comma-separated list holds `token` (lower case), ignoring
+  // case and blanks around the elements ("100-continue" in Expect).
+  static bool has_token(const std::string& list, const char* token) {
+    std::size_t i = 0;
+    while (i <= list.size()) {
+      std::size_t end = list.find(',', i);
+      if (end == std::string::npos) end = list.size();
+      std::size_t b = i, e = end;
+      while (b < e && (list[b] == ' ' || list[b] == '\t')) b++;
+      while (e > b && (list[e - 1] == ' ' || list[e - 1] == '\t')) e--;
+      if (iequal(list.substr(b, e - b), token)) return true;
+      i = end + 1;
+    }
+    return false;
+  }
+
   bool count(std::size_t n) {
     header_bytes += n;
     if (header_bytes > max_header_bytes) {
@@ -61,6 +95,8 @@ struct request_parser::impl {
       s->last_was_value = false;
       s->url_done = false;
       s->owner->in_message_ = true;
+      s->owner->in_headers_ = true;
+      s->owner->continue_due_ = false;
       return 0;
     };
     settings.on_url = [](http_parser* p, const char* at, std::size_t n) {
@@ -117,6 +153,29 @@ struct request_parser::impl {
         s->fail = 400;
         return -1;
       }
+      // As Go's server: an HTTP/1.1 request names its Host, once (RFC
+      // 9112 section 3.2: 400 otherwise); HTTP/1.0 needs none.
+      int hosts = 0;
+      for (const auto& h : s->cur.headers) hosts += iequal(h.first, "host");
+      if (hosts > 1 || (hosts == 0 && p->http_minor == 1)) {
+        s->fail = 400;
+        return -1;
+      }
+      // Expect: 100-continue on HTTP/1.1 with a body to come asks for an
+      // interim "100 Continue" before the client sends it (serve_conn
+      // writes it); HTTP/1.0 clients cannot read one (ignored, as Go
+      // does). Any other expectation cannot be met: 417.
+      if (const std::string* expect = s->header("expect")) {
+        if (!has_token(*expect, "100-continue")) {
+          s->fail = 417;
+          return -1;
+        }
+        bool body =
+            (p->flags & F_CHUNKED) != 0 ||
+            (p->content_length != ~std::uint64_t{0} && p->content_length > 0);
+        s->owner->continue_due_ = p->http_minor == 1 && body;
+      }
+      s->owner->in_headers_ = false;
       s->cur.method = http_method_str(static_cast<http_method>(p->method));
       return 0;
     };
@@ -144,6 +203,7 @@ struct request_parser::impl {
       s->out->push_back(std::move(s->cur));
       s->cur = request{};
       s->owner->in_message_ = false;
+      s->owner->continue_due_ = false;
       return 0;
     };
   }
@@ -201,6 +261,8 @@ const char* reason(int status) {
       return "Payload Too Large";
     case 414:
       return "URI Too Long";
+    case 417:
+      return "Expectation Failed";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
@@ -212,9 +274,9 @@ const char* reason(int status) {
   }
 }
 
-std::string format_response(const response& r, bool keep_alive) {
-  std::string s;
-  s.reserve(128 + r.body.size());
+void format_response(const response& r, bool keep_alive, bool head,
+                     std::string* out) {
+  std::string& s = *out;
   s += "HTTP/1.1 ";
   s += std::to_string(r.status);
   s += ' ';
@@ -225,7 +287,14 @@ std::string format_response(const response& r, bool keep_alive) {
   s += std::to_string(r.body.size());
   s += keep_alive ? "\r\nConnection: keep-alive\r\n\r\n"
                   : "\r\nConnection: close\r\n\r\n";
-  s += r.body;
+  // HEAD: the headers GET would have (Content-Length included), no body.
+  if (!head) s += r.body;
+}
+
+std::string format_response(const response& r, bool keep_alive) {
+  std::string s;
+  s.reserve(128 + r.body.size());
+  format_response(r, keep_alive, false, &s);
   return s;
 }
 

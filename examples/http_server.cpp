@@ -38,20 +38,35 @@ void linger(goro::net::conn& c, char* buf, std::size_t size) {
 
 void serve_conn(goro::net::conn c, const handler& h,
                 const server_options& opt) {
+  using clock = std::chrono::steady_clock;
   request_parser parser;
   std::vector<request> reqs;
   std::string out;
   char buf[16 * 1024];
-  // The idle deadline is pushed forward at most every idle_timeout / 8
-  // (re-arming a timer per request would cost more than the request).
+  // Two kinds of read deadline. While a request's line and headers are
+  // incomplete: read_header_timeout after its first byte (after the accept
+  // for the first request), set once and never pushed (every byte coming
+  // just in time must not keep a slowloris client alive). Otherwise
+  // (waiting for a request, reading a body): the idle timeout, pushed
+  // forward at most every idle_timeout / 8 (re-arming a timer per request
+  // would cost more than the request). The common keep-alive request,
+  // whole in one read, never leaves the second kind.
+  const bool header_bound = opt.read_header_timeout.count() > 0;
   const auto slack = opt.idle_timeout / 8;
-  std::chrono::steady_clock::time_point armed{};
+  clock::time_point armed{};  // last push of the idle deadline; {}: not set
+  bool header_armed = false;  // the deadline is the header one
   try {
+    if (header_bound) {
+      c.set_read_deadline(clock::now() + opt.read_header_timeout);
+      header_armed = true;
+    }
     for (;;) {
-      auto now = std::chrono::steady_clock::now();
-      if (now - armed >= slack) {
-        c.set_read_deadline(now + opt.idle_timeout);
-        armed = now;
+      if (!header_armed) {
+        auto now = clock::now();
+        if (now - armed >= slack) {
+          c.set_read_deadline(now + opt.idle_timeout);
+          armed = now;
+        }
       }
       std::size_t n = c.read(buf, sizeof buf);
       if (n == 0) return;  // the peer closed (a truncated request is dropped)
@@ -69,22 +84,40 @@ void serve_conn(goro::net::conn c, const handler& h,
                   std::string("internal error: ") + e.what() + "\n"};
         }
         keep = r.keep_alive;
-        out += format_response(resp, keep);
+        format_response(resp, keep, r.method == "HEAD", &out);
         if (!keep) break;
       }
       bool error = !ok && keep;
       if (error) {
         response err{parser.status(), "text/plain",
                      std::string(reason(parser.status())) + "\n"};
-        out += format_response(err, false);
+        format_response(err, false, false, &out);
         keep = false;
       }
+      // The request in progress accepted with Expect: 100-continue: its
+      // client holds the body back until told to send it (after the final
+      // answers to the requests before it).
+      if (keep && parser.take_continue())
+        out += "HTTP/1.1 100 Continue\r\n\r\n";
       if (!out.empty()) c.write(out.data(), out.size());
       if (error) linger(c, buf, sizeof buf);
       if (!keep) return;
+      if (header_bound) {
+        bool in_headers = parser.in_headers();
+        if (in_headers && (!header_armed || !reqs.empty())) {
+          // A request began in this read (the one after those answered,
+          // if any): its own header deadline.
+          c.set_read_deadline(clock::now() + opt.read_header_timeout);
+          header_armed = true;
+        } else if (!in_headers && header_armed) {
+          header_armed = false;  // headers in: back to the idle deadline
+          armed = {};
+        }
+      }
     }
   } catch (const std::system_error&) {
-    // Reset, idle timeout, closed: this connection only.
+    // Reset, idle or header timeout, closed: this connection only (no
+    // answer on a timeout, as Go's server).
   }
 }
 

@@ -5,14 +5,21 @@
 // with bounds: a request line plus headers over 8 KiB get 431 (every byte
 // counts; http-parser's process-wide limit is set to 8 KiB), a URL over
 // 4 KiB (or a request line over 8 KiB) 414, a body over 1 MiB 413, a
-// version other than 1.0/1.1 505, anything malformed 400. After an error
+// version other than 1.0/1.1 505, an HTTP/1.1 request without a Host header
+// (or one with two) 400, an Expect other than 100-continue 417, anything
+// malformed 400. After an error
 // response the connection is closed, and the server keeps serving the
 // others (the server stops writing, then drops what the peer still sends
 // for up to 500 ms before closing, so that the response is not lost to a
 // reset). Keep-alive and pipelining: every complete request in the buffer
 // is answered, in order, before the next read. An idle keep-alive
 // connection is closed after `idle_timeout` (give or take an eighth: the
-// deadline is pushed forward at most that often).
+// deadline is pushed forward at most that often); a request whose line and
+// headers are not all in within `read_header_timeout` of its first byte
+// (of the accept, for a connection's first request) is dropped with its
+// connection, as Go's ReadHeaderTimeout does. HEAD is answered with GET's
+// headers and no body; `Expect: 100-continue` with an interim
+// "100 Continue" as soon as the headers are accepted.
 #pragma once
 
 #include <chrono>
@@ -46,7 +53,7 @@ struct response {
 
 // Incremental request parser: feed bytes as they arrive; complete requests
 // come out in order. After an error, status() is the HTTP status to answer
-// with (400, 413, 414, 431, 505) and the parser accepts nothing more.
+// with (400, 413, 414, 417, 431, 505) and the parser accepts nothing more.
 class request_parser {
  public:
   request_parser();
@@ -60,6 +67,17 @@ class request_parser {
   int status() const { return error_status_; }
   // A request has started but is not complete (a truncated request at EOF).
   bool in_progress() const { return in_message_; }
+  // The request in progress has not completed its headers yet.
+  bool in_headers() const { return in_message_ && in_headers_; }
+  // True once per HTTP/1.1 request with `Expect: 100-continue` and a body,
+  // when its headers have been accepted and the body is not all in yet:
+  // the client waits for "100 Continue" before sending it, and the caller
+  // is to send that now.
+  bool take_continue() {
+    bool due = continue_due_;
+    continue_due_ = false;
+    return due;
+  }
 
  private:
   struct impl;
@@ -67,17 +85,32 @@ class request_parser {
   std::unique_ptr<impl> p_;
   int error_status_ = 0;
   bool in_message_ = false;
+  bool in_headers_ = false;
+  bool continue_due_ = false;
 };
 
 // Reason phrase for a status code ("OK", "Bad Request"...).
 const char* reason(int status);
 // Serialises a response (Content-Length, Connection: keep-alive or close).
 std::string format_response(const response& r, bool keep_alive);
+// The same, appended to *out; head: the headers only (a HEAD request's
+// answer: Content-Length is the body's all the same).
+void format_response(const response& r, bool keep_alive, bool head,
+                     std::string* out);
 
 using handler = std::function<response(const request&)>;
 
 struct server_options {
+  // A keep-alive connection waiting for its next request is closed after
+  // this long.
   std::chrono::milliseconds idle_timeout{30000};
+  // Go's ReadHeaderTimeout: a request's line and headers must all arrive
+  // within this long of its first byte (a connection's first request: of
+  // the accept), or the connection is closed without an answer (slowloris
+  // clients hold a goroutine and a descriptor each until then). Zero: no
+  // bound but the idle timeout between reads. Go's default is zero; 5 s is
+  // what Go servers commonly set.
+  std::chrono::milliseconds read_header_timeout{5000};
 };
 
 // Serves one connection until the peer closes it, an error response, or the

@@ -49,7 +49,7 @@ TEST(HttpParser, SimpleAndKeepAlive) {
   EXPECT_EQ(r.reqs[0].method, "GET");
   EXPECT_EQ(r.reqs[0].url, "/a");
   EXPECT_TRUE(r.reqs[0].keep_alive);
-  auto c = parse("GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
+  auto c = parse("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   ASSERT_EQ(c.reqs.size(), 1u);
   EXPECT_FALSE(c.reqs[0].keep_alive);
   auto old = parse("GET / HTTP/1.0\r\n\r\n");
@@ -76,9 +76,9 @@ TEST(HttpParser, PipelinedRequestsInOrderWhateverTheSplit) {
 TEST(HttpParser, MalformedIs400) {
   EXPECT_EQ(parse("GET / HTTP/9.9\r\n\r\n").status, 505);
   for (const char* bad :
-       {"GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+       {"GARBAGE\r\n\r\n", "GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
         "\x01\x02\x03\r\n\r\n",
-        "GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"}) {
+        "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n"}) {
     auto r = parse(bad);
     EXPECT_FALSE(r.ok) << bad;
     EXPECT_EQ(r.status, 400) << bad;
@@ -97,7 +97,8 @@ TEST(HttpParser, OversizedHeadersUrlAndBody) {
   EXPECT_EQ(parse(long_url).status, 414);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nContent-Length: 2000000\r\n\r\n").status,
             413);
-  std::string chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string chunked =
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
   for (int i = 0; i < 20; i++)
     chunked += "10000\r\n" + std::string(0x10000, 'c') + "\r\n";
   EXPECT_EQ(parse(chunked).status, 413);
@@ -236,8 +237,10 @@ TEST(HttpServer, BadRequestsGetTheirStatusAndTheServerKeepsServing) {
     EXPECT_EQ(send_raw(where, "GET / HTTP/1.1\r\nHost:"), "");
     // Still serving.
     EXPECT_EQ(
-        count(send_raw(where, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n"),
-              "200 OK"),
+        count(
+            send_raw(where,
+                     "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+            "200 OK"),
         1);
     ln.close();
     server.wait();
