@@ -141,10 +141,10 @@ bool has(const std::string& s, const char* what) {
   return s.find(what) != std::string::npos;
 }
 
-// curl with a 10 s limit, the URL of `path` on srv last.
+// curl with a 30 s limit, the URL of `path` on srv last.
 result curl(const http_test::server& srv, std::vector<std::string> args,
             const std::string& path = "/", const std::string& input = "") {
-  args.insert(args.begin(), {"curl", "-sS", "--max-time", "10"});
+  args.insert(args.begin(), {"curl", "-sS", "--max-time", "30"});
   args.push_back("http://" + srv.where() + path);
   return run(args, input);
 }
@@ -167,7 +167,7 @@ TEST(HttpClients, CurlHeadHasNoBody) {
     EXPECT_FALSE(has(r.err, "Excess")) << r.err;
     // HEAD then GET on one connection: the GET's answer is whole.
     r = curl(srv, {"-I", "http://" + srv.where() + "/", "--next", "-sS",
-                   "--max-time", "10"});
+                   "--max-time", "30"});
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_TRUE(has(r.out, "Hello, World!")) << r.out;
   });
@@ -255,7 +255,9 @@ TEST(HttpClients, PythonHttpClientOnOneConnection) {
         "r = c.getresponse()\n"
         "assert r.read() == b'got 4 bytes'\n"
         "print('ok')\n";
-    result r = run({"python3", "-c", script}, "");
+    // (Python's start-up alone can take tens of seconds on a loaded
+    // machine: a longer limit than curl's.)
+    result r = run({"python3", "-c", script}, "", std::chrono::seconds(100));
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "ok\n") << r.err;
   });
