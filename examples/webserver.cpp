@@ -5,7 +5,11 @@
 // request in five heavy), anything else answers "Hello, World!". Parsing,
 // bounds and the connection loop are in http_server.hpp.
 //
-//   webserver [address]     serve (default 127.0.0.1:8080) until killed
+//   webserver [--read-header-timeout MS] [--idle-timeout MS] [address]
+//       serve (default 127.0.0.1:8080) until killed; a request's line and
+//       headers must arrive within MS (default 5000, 0: no bound) of its
+//       first byte, a keep-alive connection idle for MS (default 30000) is
+//       closed (http::server_options)
 //   webserver --demo [seconds] [connections]
 //       serve on a loopback port (port 0) and drive it with client
 //       goroutines on keep-alive connections, one request in five to
@@ -231,7 +235,27 @@ int main(int argc, char** argv) {
       }
       return demo(seconds, connections);
     }
-    const char* address = argc > 1 ? argv[1] : "127.0.0.1:8080";
+    http::server_options opt;
+    const char* address = "127.0.0.1:8080";
+    for (int i = 1; i < argc; i++) {
+      bool header = std::strcmp(argv[i], "--read-header-timeout") == 0;
+      bool idle = std::strcmp(argv[i], "--idle-timeout") == 0;
+      if (header || idle) {
+        char* end = nullptr;
+        long ms = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : -1;
+        if (end == nullptr || *end != '\0' || ms < 0 || (idle && ms == 0)) {
+          std::fprintf(stderr,
+                       "usage: webserver [--read-header-timeout MS >= 0] "
+                       "[--idle-timeout MS > 0] [address]\n");
+          return 2;
+        }
+        (header ? opt.read_header_timeout : opt.idle_timeout) =
+            std::chrono::milliseconds(ms);
+        i++;
+      } else {
+        address = argv[i];
+      }
+    }
     goro::net::listener ln;
     try {
       ln = goro::net::listen(address);
@@ -241,7 +265,7 @@ int main(int argc, char** argv) {
     }
     std::printf("Server started on %s\n", ln.addr().str().c_str());
     std::fflush(stdout);
-    http::serve(ln, http::seed_handler);
+    http::serve(ln, http::seed_handler, opt);
     return 0;
   });
 }
