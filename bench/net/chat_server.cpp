@@ -14,6 +14,10 @@
 // goroutine that owns the rooms.
 //
 //   goro_net_chat [address]   default 127.0.0.1:0; prints "listening ADDR"
+//   goro_net_chat --self [CONNS [LINES [SECONDS]]]
+//       the server and chat_client.cpp's client in one process (2000
+//       connections, 20 lines, 60 s limit): prints the client's RESULT
+//       lines; the twin of `gonetbench chat-self`
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -21,10 +25,13 @@
 #include <exception>
 #include <goro/goro.hpp>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
 #include <vector>
+
+#include "chat_client.hpp"
 
 namespace {
 
@@ -158,11 +165,29 @@ void broadcaster(goro::chan<event> events) {
   }
 }
 
+// Accepts clients forever: a writer and a reader goroutine each.
+void serve(goro::net::listener ln) {
+  auto events = goro::make_chan<event>(kEvents);
+  goro::go(broadcaster, events);
+  for (;;) {
+    try {
+      auto c = std::make_shared<client>();
+      c->conn = ln.accept();
+      goro::go(writer, c);
+      goro::go(reader, c, events);
+    } catch (const std::system_error& e) {
+      std::fprintf(stderr, "goro_net_chat: accept: %s\n", e.what());
+      goro::sleep(std::chrono::milliseconds(5));
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* address = argc > 1 ? argv[1] : "127.0.0.1:0";
-  return goro::run([address] {
+  bool self = argc > 1 && std::string_view(argv[1]) == "--self";
+  const char* address = argc > 1 && !self ? argv[1] : "127.0.0.1:0";
+  return goro::run([&] {
     goro::net::listener ln;
     try {
       ln = goro::net::listen(address);
@@ -170,20 +195,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "goro_net_chat: listen %s: %s\n", address, e.what());
       return 1;
     }
-    std::printf("listening %s\n", ln.addr().str().c_str());
-    std::fflush(stdout);
-    auto events = goro::make_chan<event>(kEvents);
-    goro::go(broadcaster, events);
-    for (;;) {
-      try {
-        auto c = std::make_shared<client>();
-        c->conn = ln.accept();
-        goro::go(writer, c);
-        goro::go(reader, c, events);
-      } catch (const std::system_error& e) {
-        std::fprintf(stderr, "goro_net_chat: accept: %s\n", e.what());
-        goro::sleep(std::chrono::milliseconds(5));
-      }
+    std::string addr = ln.addr().str();
+    if (self) {
+      int conns = argc > 2 ? std::atoi(argv[2]) : 2000;
+      int lines = argc > 3 ? std::atoi(argv[3]) : 20;
+      double limit = argc > 4 ? std::atof(argv[4]) : 60;
+      goro::go(serve, std::move(ln));
+      return chat_client(addr, conns, lines, limit, kRoomSize);
     }
+    std::printf("listening %s\n", addr.c_str());
+    std::fflush(stdout);
+    serve(std::move(ln));
+    return 0;
   });
 }

@@ -27,6 +27,10 @@
 #             each counted). Wall time from the first send to the last
 #             delivery, server CPU, peak RSS, and (with perf) the server's
 #             write/read/epoll_wait system calls per delivery
+#   chatself_N  the same server and client in one process (goro_net_chat
+#             --self vs `gonetbench chat-self`, GOMAXPROCS=1 on SERVER_CPU):
+#             the runtime alone schedules both sides; system calls are the
+#             process's (the client's 21 writes per connection included)
 # Every throughput workload also reports the server's CPU share and its CPU
 # time per request: a server below ~95% CPU was not the bottleneck (the
 # client on the other CPU was), and then CPU per request is the fairer
@@ -41,7 +45,8 @@
 #       --no-build      use the binaries already built
 #   workloads           default: echo_50 echo_1000 http_50 http_500 mixed_50
 #                       idle_10000 chat_2000 (any N works: echo_10,
-#                       http_2000, ...; chat_N: N a multiple of 20)
+#                       http_2000, ...; chat_N, chatself_N: N a multiple
+#                       of 20)
 # Environment: BUILD_DIR (default <repo>/build/default), GO (go),
 #   SERVER_CPU (0), CLIENT_CPU (1), JOBS (build parallelism), CHAT_LINES (20),
 #   PERF (perf; empty: no system call counts).
@@ -87,11 +92,11 @@ fi
   WORKLOADS=(echo_50 echo_1000 http_50 http_500 mixed_50 idle_10000 chat_2000)
 for w in "${WORKLOADS[@]}"; do
   case "$w" in
-    echo_[1-9]*|http_[1-9]*|mixed_[1-9]*|idle_[1-9]*|chat_[1-9]*)
+    echo_[1-9]*|http_[1-9]*|mixed_[1-9]*|idle_[1-9]*|chat_[1-9]*|chatself_[1-9]*)
       case "${w#*_}" in *[!0-9]*) echo "bad workload: $w" >&2; exit 2 ;; esac
-      case "$w" in chat_*) [ $(( ${w#*_} % 20 )) = 0 ] ||
+      case "$w" in chat*) [ $(( ${w#*_} % 20 )) = 0 ] ||
         { echo "bad workload: $w (chat_N: N a multiple of 20)" >&2; exit 2; } ;; esac ;;
-    *) echo "unknown workload: $w (echo_N, http_N, mixed_N, idle_N, chat_N)" >&2; exit 2 ;;
+    *) echo "unknown workload: $w (echo_N, http_N, mixed_N, idle_N, chat_N, chatself_N)" >&2; exit 2 ;;
   esac
 done
 
@@ -299,6 +304,10 @@ one_run() {
   log=$OUT/logs/$w-$srv-run$run
   res=$TMP/res
   : >"$res"
+  if [ "$kind" = chatself ]; then
+    self_run "$w" "$srv" "$run" "$n"
+    return
+  fi
   PERF_OUT=""
   if [ "$kind" = chat ] && [ -n "$PERF" ]; then
     PERF_OUT=$log.perf
@@ -416,6 +425,41 @@ one_run() {
   return 0
 }
 
+# self_run <workload> <server> <run> <conns>: chatself_N, the chat server
+# and its client in one process (GOMAXPROCS=1 on SERVER_CPU, the client's
+# goroutines included), under perf when it works: its system calls are the
+# client's and the server's together (the client's writes are the same in
+# both twins: one per line plus one join per connection).
+self_run() {
+  local w=$1 srv=$2 run=$3 n=$4 log res=$TMP/res rc cmd
+  log=$OUT/logs/$w-$srv-run$run
+  case $srv in
+    goro) cmd=("$GORO_CHAT" --self) ;;
+    go) cmd=("$GONET" chat-self) ;;
+  esac
+  local limit=$((DURATION + TIMEOUT))
+  local wrap=()
+  # shellcheck disable=SC2054  # -x, is one word
+  [ -n "$PERF" ] && wrap=("$PERF" stat -x, -o "$log.perf" -e "$PERF_EVENTS" --)
+  : >"$log.perf"
+  GOMAXPROCS=1 taskset -c "$SERVER_CPU" timeout -k 5 "$limit" "${wrap[@]}" \
+    /usr/bin/time -f "RESULT hwm_kib %M KiB" -o "$res.time" \
+    "${cmd[@]}" "$n" "$CHAT_LINES" "$limit" >"$res" 2>"$log.client"
+  rc=$?
+  cat "$res.time" >>"$res" 2>/dev/null
+  rm -f "$res.time"
+  [ -n "$PERF" ] && chat_syscalls "$log.perf" "$res"
+  if [ "$rc" -ne 0 ] || ! grep -q '^RESULT wall_ms' "$res"; then
+    echo "FAIL $w $srv $run exit status $rc (logs: $log.*)" >>"$RAW"
+    LAST="FAILED (exit status $rc, logs: $log.*)"
+    return 1
+  fi
+  record "$w" "$srv" "$run" "$res"
+  LAST=$(awk '$1 == "RESULT" && $2 ~ /^(wall_ms|deliveries_per_write)$/ {
+                printf "%s%s=%s", sep, $2, $3; sep = " " }' "$res")
+  return 0
+}
+
 servers_of() {
   case $1 in
     http_*) echo "goro go raw" ;;
@@ -501,6 +545,13 @@ chat_  srv_cpu_ms         go   info -
 chat_  srv_cpu_pct        go   info -
 chat_  hwm_kib            go   info -
 chat_  other_cpu_pct      go   info -
+chatself_ wall_ms         go   max  1.0
+chatself_ writes_per_kdeliv go max  1.0
+chatself_ deliveries_per_write go info -
+chatself_ reads_per_kdeliv go  info -
+chatself_ epoll_waits_per_kdeliv go info -
+chatself_ futex_per_kdeliv go  info -
+chatself_ hwm_kib         go   info -
 EOF
 )
 CSV=$OUT/results.csv
@@ -542,7 +593,7 @@ awk -v spec="$SPEC" -v csv="$CSV" -v order="$WL_ORDER" '
         split(lines[l], f, " ")
         if (index(w, f[1]) != 1) continue
         metric = f[2]; other = f[3]; kind = f[4]; limit = f[5]
-        vs = (w ~ /^(echo|chat)_/ && other == "go") ? "Go" : names[other]
+        vs = (w ~ /^(echo|chat|chatself)_/ && other == "go") ? "Go" : names[other]
         gk = w SUBSEP "goro" SUBSEP metric; ok_ = w SUBSEP other SUBSEP metric
         if (!(gk in vals) && !(ok_ in vals)) continue
         gc = cell(gk); gm = cm; gl = cl; gh = ch; runs = cnt

@@ -147,9 +147,14 @@ func chatBroadcaster(events <-chan chatEvent) {
 }
 
 func chatServer(addr string) {
+	chatServe(listen(addr))
+}
+
+// chatServe accepts clients forever: a writer and a reader goroutine each.
+func chatServe(ln net.Listener) {
 	events := make(chan chatEvent, chatEvents)
 	go chatBroadcaster(events)
-	acceptLoop(listen(addr), func(conn net.Conn) {
+	acceptLoop(ln, func(conn net.Conn) {
 		c := &chatClient{conn: conn, out: make(chan string, chatOutCap)}
 		go chatWriter(c)
 		chatReader(c, events)
@@ -273,4 +278,15 @@ func chatClientRun(pid int, addr string, nconn, lines int, limit float64, burst 
 	for _, c := range conns {
 		c.Close()
 	}
+}
+
+// chatSelf runs the server and the client in one process (the twin of
+// goro_net_chat --self).
+func chatSelf(nconn, lines int, limit float64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		die("listen: %v", err)
+	}
+	go chatServe(ln)
+	chatClientRun(0, ln.Addr().String(), nconn, lines, limit, false)
 }

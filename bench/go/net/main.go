@@ -33,6 +33,8 @@
 //	    line of its room; the time from the first send to the last
 //	    delivery (bounded by SECONDS) and the server's CPU; -burst stops
 //	    the server while the lines are sent (see chatClientRun)
+//	gonetbench chat-self [CONNS [LINES [SECONDS]]]
+//	    chat-server and chat-client in one process (2000, 20, 60)
 //	gonetbench heavy-time
 //	    prints "heavy_us X", the median time of one heavyWork call
 package main
@@ -702,6 +704,8 @@ func main() {
 		chatServer(addr())
 	case "chat-client":
 		chatClientRun(*pid, addr(), atoi(1, -1), atoi(2, 20), atof(3), *burst)
+	case "chat-self":
+		chatSelf(atoi(0, 2000), atoi(1, 20), float64(atoi(2, 60)))
 	case "heavy-time":
 		heavyTime()
 	default:
