@@ -18,6 +18,7 @@
 //       the server and chat_client.cpp's client in one process (2000
 //       connections, 20 lines, 60 s limit): prints the client's RESULT
 //       lines; the twin of `gonetbench chat-self`
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,21 +43,32 @@ constexpr std::size_t kOutBuf = 4096;   // bytes per write
 constexpr std::size_t kLineMax = 63;    // longest line, "\n" included
 constexpr std::size_t kReadBuf = 4096;  // bytes per read
 
-// One line by value (Go's twin shares an immutable string instead).
-struct line {
-  std::uint8_t len = 0;
-  char text[kLineMax];
+// A line, allocated once by its reader and shared, immutable, by every
+// queue it is delivered to (as Go's twin shares a string): the channels
+// carry a pointer, not the bytes. Reference-counted where Go has its GC.
+struct text {
+  std::atomic<std::uint32_t> refs;
+  std::uint8_t len;
+  char bytes[kLineMax];
 
-  line() = default;
-  explicit line(std::string_view s) : len(static_cast<std::uint8_t>(s.size())) {
-    std::memcpy(text, s.data(), s.size());
+  static text* make(std::string_view s, std::uint32_t refs) {
+    text* t = new text;
+    t->refs.store(refs, std::memory_order_relaxed);
+    t->len = static_cast<std::uint8_t>(s.size());
+    std::memcpy(t->bytes, s.data(), s.size());
+    return t;
   }
-  std::string_view view() const { return {text, len}; }
+  std::string_view view() const { return {bytes, len}; }
+  // Acquire-release: the last owner's delete comes after every other
+  // owner's reads of the bytes.
+  void release() {
+    if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
 };
 
 struct client {
   goro::net::conn conn;
-  goro::chan<line> out = goro::make_chan<line>(kOutCap);
+  goro::chan<text*> out = goro::make_chan<text*>(kOutCap);
   long room = -1;  // the broadcaster's
 };
 
@@ -65,7 +77,7 @@ enum class kind : std::uint8_t { join, msg, leave };
 struct event {
   kind k;
   client* from;  // alive until the broadcaster has taken its leave event
-  line text;     // join: "join R"; msg: the line
+  text* line;    // join: "join R"; msg: the line (one reference); leave: null
 };
 
 // Drains c->out: waits for one line, then takes whatever else is already
@@ -74,15 +86,19 @@ void writer(std::shared_ptr<client> c) {
   char buf[kOutBuf];
   bool broken = false;
   while (auto first = c->out.recv()) {
-    if (broken) continue;  // drain until the broadcaster closes the channel
-    std::size_t n = 0;
-    std::memcpy(buf, first->text, first->len);
-    n = first->len;
+    if (broken) {  // drain until the broadcaster closes the channel
+      (*first)->release();
+      continue;
+    }
+    std::size_t n = (*first)->len;
+    std::memcpy(buf, (*first)->bytes, n);
+    (*first)->release();
     while (n + kLineMax <= kOutBuf) {
       auto more = c->out.try_recv();
       if (!more) break;
-      std::memcpy(buf + n, more->text, more->len);
-      n += more->len;
+      std::memcpy(buf + n, (*more)->bytes, (*more)->len);
+      n += (*more)->len;
+      (*more)->release();
     }
     try {
       c->conn.write(buf, n);
@@ -111,7 +127,8 @@ void reader(std::shared_ptr<client> c, goro::chan<event> events) {
         std::string_view s(buf + start, end - start);
         if (s.size() > kLineMax)
           throw std::system_error(EMSGSIZE, std::generic_category());
-        events.send(event{joined ? kind::msg : kind::join, c.get(), line(s)});
+        events.send(
+            event{joined ? kind::msg : kind::join, c.get(), text::make(s, 1)});
         joined = true;
         start = end;
       }
@@ -123,7 +140,7 @@ void reader(std::shared_ptr<client> c, goro::chan<event> events) {
     // Reset by the peer, or a line too long: the connection is done.
   }
   if (joined)
-    events.send(event{kind::leave, c.get(), line()});
+    events.send(event{kind::leave, c.get(), nullptr});
   else
     c->out.close();  // the writer closes the connection
 }
@@ -131,23 +148,32 @@ void reader(std::shared_ptr<client> c, goro::chan<event> events) {
 // Owns the rooms: no other goroutine touches them.
 void broadcaster(goro::chan<event> events) {
   std::unordered_map<long, std::vector<client*>> rooms;
-  const line ready(std::string_view("ready\n"));
   for (event& ev : events) {
     client* c = ev.from;
     switch (ev.k) {
       case kind::join: {
-        std::string_view s = ev.text.view();
+        std::string_view s = ev.line->view();
         s.remove_prefix(s.starts_with("join ") ? 5 : 0);
         c->room = std::strtol(std::string(s).c_str(), nullptr, 10);
+        ev.line->release();
         auto& members = rooms[c->room];
         members.push_back(c);
-        if (members.size() == kRoomSize)
+        if (members.size() == kRoomSize) {
+          text* ready = text::make("ready\n", kRoomSize);
           for (client* m : members) m->out.send(ready);
+        }
         break;
       }
-      case kind::msg:
-        for (client* m : rooms[c->room]) m->out.send(ev.text);
+      case kind::msg: {
+        // One reference per member, taken before the first send (a writer
+        // may release its own before the loop ends), then ours goes.
+        auto& members = rooms[c->room];
+        ev.line->refs.fetch_add(std::uint32_t(members.size()),
+                                std::memory_order_relaxed);
+        for (client* m : members) m->out.send(ev.line);
+        ev.line->release();
         break;
+      }
       case kind::leave: {
         auto& members = rooms[c->room];
         for (std::size_t i = 0; i < members.size(); ++i) {
