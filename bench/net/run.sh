@@ -442,9 +442,11 @@ self_run() {
   # shellcheck disable=SC2054  # -x, is one word
   [ -n "$PERF" ] && wrap=("$PERF" stat -x, -o "$log.perf" -e "$PERF_EVENTS" --)
   : >"$log.perf"
+  # Peak RSS from GNU time where it is installed.
+  local peak=()
+  [ -x /usr/bin/time ] && peak=(/usr/bin/time -f "RESULT hwm_kib %M KiB" -o "$res.time")
   GOMAXPROCS=1 taskset -c "$SERVER_CPU" timeout -k 5 "$limit" "${wrap[@]}" \
-    /usr/bin/time -f "RESULT hwm_kib %M KiB" -o "$res.time" \
-    "${cmd[@]}" "$n" "$CHAT_LINES" "$limit" >"$res" 2>"$log.client"
+    "${peak[@]}" "${cmd[@]}" "$n" "$CHAT_LINES" "$limit" >"$res" 2>"$log.client"
   rc=$?
   cat "$res.time" >>"$res" 2>/dev/null
   rm -f "$res.time"
