@@ -72,9 +72,25 @@ int chat_client(const std::string& addr, int nconn, int lines, double limit,
           std::chrono::duration<double>(limit));
   std::vector<goro::net::conn> conns(nconn);
   std::vector<std::unique_ptr<line_reader>> readers(nconn);
+  {
+    // Several dials at a time (64, as Go's dialAll).
+    goro::wait_group dialed;
+    auto slots = goro::make_chan<void>(64);
+    for (int i = 0; i < nconn; i++) {
+      slots.send();
+      dialed.go([&, i] {
+        try {
+          conns[i] = goro::net::dial(addr);
+        } catch (const std::system_error& e) {
+          die(e.what(), i);
+        }
+        slots.recv();
+      });
+    }
+    dialed.wait();
+  }
   try {
     for (int i = 0; i < nconn; i++) {
-      conns[i] = goro::net::dial(addr);
       conns[i].set_deadline(deadline);
       readers[i] = std::make_unique<line_reader>(&conns[i]);
       char join[32];
