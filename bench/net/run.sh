@@ -18,6 +18,19 @@
 #   idle_N    `gonetbench idle-client`: N keep-alive connections, one
 #             GET / each, then idle: the server's VmRSS / VmHWM (goro vs
 #             net/http)
+#   chat_N    broadcast chat, rooms of 20: goro_net_chat vs `gonetbench
+#             chat-server` (a reader goroutine per connection, a writer
+#             goroutine per client batching its channel into one write,
+#             one broadcaster); client `gonetbench chat-client`: N
+#             connections send CHAT_LINES (20) lines each, every line is
+#             delivered to the 20 members of its room (N*20*20 deliveries,
+#             each counted). Wall time from the first send to the last
+#             delivery, server CPU, peak RSS, and (with perf) the server's
+#             write/read/epoll_wait system calls per delivery
+#   chatself_N  the same server and client in one process (goro_net_chat
+#             --self vs `gonetbench chat-self`, GOMAXPROCS=1 on SERVER_CPU):
+#             the runtime alone schedules both sides; system calls are the
+#             process's (the client's 21 writes per connection included)
 # Every throughput workload also reports the server's CPU share and its CPU
 # time per request: a server below ~95% CPU was not the bottleneck (the
 # client on the other CPU was), and then CPU per request is the fairer
@@ -31,12 +44,16 @@
 #   -t, --timeout S     time limit of a client beyond its duration (NET_TIMEOUT, 30)
 #       --no-build      use the binaries already built
 #   workloads           default: echo_50 echo_1000 http_50 http_500 mixed_50
-#                       idle_10000 (any N works: echo_10, http_2000, ...)
+#                       idle_10000 chat_2000 (any N works: echo_10,
+#                       http_2000, ...; chat_N, chatself_N: N a multiple
+#                       of 20)
 # Environment: BUILD_DIR (default <repo>/build/default), GO (go),
-#   SERVER_CPU (0), CLIENT_CPU (1), JOBS (build parallelism).
+#   SERVER_CPU (0), CLIENT_CPU (1), JOBS (build parallelism), CHAT_LINES (20),
+#   PERF (perf; empty: no system call counts).
 # Output: the table on stdout; <BUILD_DIR>/bench/net/results.csv,
 #   report.txt, raw.txt (one RESULT line per run and metric), logs/.
-# Needs: cmake, go (1.19, standard library only), wrk, taskset, timeout.
+# Needs: cmake, go (1.19, standard library only), wrk, taskset, timeout;
+#   perf (optional: chat's system call counts, syscalls:* tracepoints).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -47,6 +64,8 @@ TIMEOUT=${NET_TIMEOUT:-30}
 GO=${GO:-go}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
+CHAT_LINES=${CHAT_LINES:-20}
+PERF=${PERF-perf}
 DO_BUILD=1
 WORKLOADS=()
 
@@ -70,12 +89,14 @@ if [ "$RUNS" -lt 1 ] || [ "$DURATION" -lt 1 ]; then
   echo "need at least one run of at least one second" >&2; exit 2
 fi
 [ ${#WORKLOADS[@]} -eq 0 ] &&
-  WORKLOADS=(echo_50 echo_1000 http_50 http_500 mixed_50 idle_10000)
+  WORKLOADS=(echo_50 echo_1000 http_50 http_500 mixed_50 idle_10000 chat_2000)
 for w in "${WORKLOADS[@]}"; do
   case "$w" in
-    echo_[1-9]*|http_[1-9]*|mixed_[1-9]*|idle_[1-9]*)
-      case "${w#*_}" in *[!0-9]*) echo "bad workload: $w" >&2; exit 2 ;; esac ;;
-    *) echo "unknown workload: $w (echo_N, http_N, mixed_N, idle_N)" >&2; exit 2 ;;
+    echo_[1-9]*|http_[1-9]*|mixed_[1-9]*|idle_[1-9]*|chat_[1-9]*|chatself_[1-9]*)
+      case "${w#*_}" in *[!0-9]*) echo "bad workload: $w" >&2; exit 2 ;; esac
+      case "$w" in chat*) [ $(( ${w#*_} % 20 )) = 0 ] ||
+        { echo "bad workload: $w (chat_N: N a multiple of 20)" >&2; exit 2; } ;; esac ;;
+    *) echo "unknown workload: $w (echo_N, http_N, mixed_N, idle_N, chat_N, chatself_N)" >&2; exit 2 ;;
   esac
 done
 
@@ -92,6 +113,7 @@ fi
 OUT=$BUILD_DIR/bench/net
 GORO_ECHO=$OUT/goro_net_echo
 GORO_HTTP=$OUT/goro_net_http
+GORO_CHAT=$OUT/goro_net_chat
 GONET=$OUT/gonetbench
 mkdir -p "$OUT/logs"
 
@@ -106,10 +128,10 @@ if [ "$DO_BUILD" = 1 ]; then
       cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >&2 || exit 1
     fi
   fi
-  say "== building goro_net_echo goro_net_http in $BUILD_DIR"
+  say "== building goro_net_echo goro_net_http goro_net_chat in $BUILD_DIR"
   # (env -u: CMake's own makefiles must not join an outer make's jobserver)
   env -u MAKELEVEL -u MAKEFLAGS -u MFLAGS \
-    cmake --build "$BUILD_DIR" --target goro_net_echo goro_net_http \
+    cmake --build "$BUILD_DIR" --target goro_net_echo goro_net_http goro_net_chat \
     -j "${JOBS:-$(nproc)}" >&2 || { say "error: cmake build failed"; exit 1; }
   say "== building gonetbench (bench/go/net, standard library only)"
   (cd "$ROOT/bench/go/net" &&
@@ -117,7 +139,7 @@ if [ "$DO_BUILD" = 1 ]; then
     GOFLAGS="" GO111MODULE=on "$GO" build -o "$GONET" .) >&2 ||
     { say "error: go build failed"; exit 1; }
 fi
-for b in "$GORO_ECHO" "$GORO_HTTP" "$GONET"; do
+for b in "$GORO_ECHO" "$GORO_HTTP" "$GORO_CHAT" "$GONET"; do
   [ -x "$b" ] || { say "error: $b not built"; exit 1; }
 done
 
@@ -143,20 +165,47 @@ server_cmd() {
   case "$1:$2" in
     echo:goro) echo "$GORO_ECHO" ;;
     echo:go) echo "$GONET echo-server" ;;
+    chat:goro) echo "$GORO_CHAT" ;;
+    chat:go) echo "$GONET chat-server" ;;
     *:goro) echo "$GORO_HTTP" ;;
     *:go) echo "$GONET http-server" ;;
     *:raw) echo "$GONET raw-server" ;;
   esac
 }
 
+# The server's system calls that chat counts (perf stat tracepoints).
+SYSCALLS=(write writev sendto sendmsg read readv recvfrom recvmsg epoll_wait epoll_pwait futex)
+PERF_EVENTS=$(printf 'syscalls:sys_enter_%s,' "${SYSCALLS[@]}")
+PERF_EVENTS=${PERF_EVENTS%,}
+if [ -n "$PERF" ] && ! "$PERF" stat -x, -o /dev/null -e "$PERF_EVENTS" true >/dev/null 2>&1; then
+  say "net/run.sh: '$PERF stat -e syscalls:*' does not work here: chat runs without system call counts"
+  PERF=""
+fi
+
 # start_server <log> <cmd...>: GOMAXPROCS=1 on SERVER_CPU; sets SERVER_PID
-# and ADDR from its "listening ADDR" line.
+# and ADDR from its "listening ADDR" line. With PERF_OUT set, the server
+# runs under `perf stat`, which writes its counts there when it exits
+# (WRAP_PID: perf's process; SERVER_PID: the server, perf's child).
 start_server() {
   local log=$1
   shift
   : >"$log"
-  GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$@" 127.0.0.1:0 >"$log" 2>&1 &
-  SERVER_PID=$!
+  WRAP_PID=""
+  if [ -n "${PERF_OUT:-}" ]; then
+    GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$PERF" stat -x, -o "$PERF_OUT" \
+      -e "$PERF_EVENTS" -- "$@" 127.0.0.1:0 >"$log" 2>&1 &
+    WRAP_PID=$!
+    SERVER_PID=""
+    for _ in $(seq 100); do
+      SERVER_PID=$(pgrep -P "$WRAP_PID" | head -1)
+      [ -n "$SERVER_PID" ] && break
+      sleep 0.02
+    done
+    [ -n "$SERVER_PID" ] || SERVER_PID=$WRAP_PID
+  else
+    GOMAXPROCS=1 taskset -c "$SERVER_CPU" "$@" 127.0.0.1:0 >"$log" 2>&1 &
+    SERVER_PID=$!
+  fi
   ADDR=""
   for _ in $(seq 100); do
     ADDR=$(sed -n 's/^listening \(127\.0\.0\.1:[0-9]*\)$/\1/p' "$log" | head -1)
@@ -179,7 +228,40 @@ stop_server() {
   done
   kill -KILL "$SERVER_PID" 2>/dev/null
   wait "$SERVER_PID" 2>/dev/null
+  if [ -n "${WRAP_PID:-}" ]; then
+    wait "$WRAP_PID" 2>/dev/null  # perf writes its counts as it exits
+    WRAP_PID=""
+  fi
   SERVER_PID=""
+}
+
+# chat_syscalls <perf output> <result file>: the server's system calls per
+# delivery, as RESULT lines appended to the result file.
+chat_syscalls() {
+  awk -F, -v res="$2" '
+    BEGIN {
+      while ((getline l < res) > 0) {
+        split(l, f, " ")
+        if (f[1] == "RESULT" && f[2] == "deliveries") d = f[3]
+      }
+    }
+    $3 ~ /^syscalls:sys_enter_/ {
+      name = $3; sub(/^syscalls:sys_enter_/, "", name); n = $1 + 0
+      if (name ~ /^(write|writev|sendto|sendmsg)$/) w += n
+      else if (name ~ /^(read|readv|recvfrom|recvmsg)$/) r += n
+      else if (name ~ /^epoll_p?wait$/) p += n
+      else if (name == "futex") x += n
+      seen = 1
+    }
+    END {
+      if (!seen || d <= 0) exit
+      printf "RESULT writes %d count\nRESULT reads %d count\n", w, r
+      printf "RESULT deliveries_per_write %.2f count\n", (w ? d / w : 0)
+      printf "RESULT writes_per_kdeliv %.2f count\n", 1000 * w / d
+      printf "RESULT reads_per_kdeliv %.2f count\n", 1000 * r / d
+      printf "RESULT epoll_waits_per_kdeliv %.2f count\n", 1000 * p / d
+      printf "RESULT futex_per_kdeliv %.2f count\n", 1000 * x / d
+    }' "$1" >>"$2"
 }
 
 # utime + stime of a process in clock ticks.
@@ -222,6 +304,15 @@ one_run() {
   log=$OUT/logs/$w-$srv-run$run
   res=$TMP/res
   : >"$res"
+  if [ "$kind" = chatself ]; then
+    self_run "$w" "$srv" "$run" "$n"
+    return
+  fi
+  PERF_OUT=""
+  if [ "$kind" = chat ] && [ -n "$PERF" ]; then
+    PERF_OUT=$log.perf
+    : >"$PERF_OUT"
+  fi
   # shellcheck disable=SC2046  # the command line is words
   start_server "$log.server" $(server_cmd "$kind" "$srv") || {
     echo "FAIL $w $srv $run server did not start" >>"$RAW"; return 1; }
@@ -236,6 +327,12 @@ one_run() {
         -pid "$SERVER_PID" -warmup 0.5 "$ADDR" "$n" "$DURATION" 512 \
         >"$res" 2>"$log.client"
       rc=$? ;;
+    chat)
+      taskset -c "$CLIENT_CPU" timeout -k 5 "$limit" "$GONET" chat-client \
+        -pid "$SERVER_PID" "$ADDR" "$n" "$CHAT_LINES" "$limit" \
+        >"$res" 2>"$log.client"
+      rc=$?
+      echo "RESULT hwm_kib $(proc_kib "$SERVER_PID" VmHWM) KiB" >>"$res" ;;
     mixed)
       taskset -c "$CLIENT_CPU" timeout -k 5 "$limit" "$GONET" http-client \
         -pid "$SERVER_PID" -warmup 0.5 "$ADDR" "$n" "$DURATION" 5 \
@@ -316,13 +413,51 @@ one_run() {
     say "  $w $srv run $run: the server died (log: $log.server)"
   fi
   stop_server
+  [ -n "$PERF_OUT" ] && chat_syscalls "$PERF_OUT" "$res"
   if [ "${rc:-1}" -ne 0 ] || ! grep -q '^RESULT' "$res"; then
     echo "FAIL $w $srv $run exit status ${rc:-?} (logs: $log.*)" >>"$RAW"
     LAST="FAILED (exit status ${rc:-?}, logs: $log.*)"
     return 1
   fi
   record "$w" "$srv" "$run" "$res"
-  LAST=$(awk '$1 == "RESULT" && $2 ~ /^(rate|p99_us|light_p99_us|rss_kib|srv_cpu_pct)$/ {
+  LAST=$(awk '$1 == "RESULT" && $2 ~ /^(rate|p99_us|light_p99_us|rss_kib|srv_cpu_pct|wall_ms|deliveries_per_write)$/ {
+                printf "%s%s=%s", sep, $2, $3; sep = " " }' "$res")
+  return 0
+}
+
+# self_run <workload> <server> <run> <conns>: chatself_N, the chat server
+# and its client in one process (GOMAXPROCS=1 on SERVER_CPU, the client's
+# goroutines included), under perf when it works: its system calls are the
+# client's and the server's together (the client's writes are the same in
+# both twins: one per line plus one join per connection).
+self_run() {
+  local w=$1 srv=$2 run=$3 n=$4 log res=$TMP/res rc cmd
+  log=$OUT/logs/$w-$srv-run$run
+  case $srv in
+    goro) cmd=("$GORO_CHAT" --self) ;;
+    go) cmd=("$GONET" chat-self) ;;
+  esac
+  local limit=$((DURATION + TIMEOUT))
+  local wrap=()
+  # shellcheck disable=SC2054  # -x, is one word
+  [ -n "$PERF" ] && wrap=("$PERF" stat -x, -o "$log.perf" -e "$PERF_EVENTS" --)
+  : >"$log.perf"
+  # Peak RSS from GNU time where it is installed.
+  local peak=()
+  [ -x /usr/bin/time ] && peak=(/usr/bin/time -f "RESULT hwm_kib %M KiB" -o "$res.time")
+  GOMAXPROCS=1 taskset -c "$SERVER_CPU" timeout -k 5 "$limit" "${wrap[@]}" \
+    "${peak[@]}" "${cmd[@]}" "$n" "$CHAT_LINES" "$limit" >"$res" 2>"$log.client"
+  rc=$?
+  cat "$res.time" >>"$res" 2>/dev/null
+  rm -f "$res.time"
+  [ -n "$PERF" ] && chat_syscalls "$log.perf" "$res"
+  if [ "$rc" -ne 0 ] || ! grep -q '^RESULT wall_ms' "$res"; then
+    echo "FAIL $w $srv $run exit status $rc (logs: $log.*)" >>"$RAW"
+    LAST="FAILED (exit status $rc, logs: $log.*)"
+    return 1
+  fi
+  record "$w" "$srv" "$run" "$res"
+  LAST=$(awk '$1 == "RESULT" && $2 ~ /^(wall_ms|deliveries_per_write)$/ {
                 printf "%s%s=%s", sep, $2, $3; sep = " " }' "$res")
   return 0
 }
@@ -402,6 +537,23 @@ mixed_ other_cpu_pct      go   info -
 idle_  rss_kib            go   max  1.0
 idle_  hwm_kib            go   info -
 idle_  rss_per_conn_b     go   info -
+chat_  wall_ms            go   max  1.0
+chat_  writes_per_kdeliv  go   max  1.0
+chat_  deliveries_per_write go info -
+chat_  reads_per_kdeliv   go   info -
+chat_  epoll_waits_per_kdeliv go info -
+chat_  futex_per_kdeliv   go   info -
+chat_  srv_cpu_ms         go   info -
+chat_  srv_cpu_pct        go   info -
+chat_  hwm_kib            go   info -
+chat_  other_cpu_pct      go   info -
+chatself_ wall_ms         go   max  1.0
+chatself_ writes_per_kdeliv go max  1.0
+chatself_ deliveries_per_write go info -
+chatself_ reads_per_kdeliv go  info -
+chatself_ epoll_waits_per_kdeliv go info -
+chatself_ futex_per_kdeliv go  info -
+chatself_ hwm_kib         go   info -
 EOF
 )
 CSV=$OUT/results.csv
@@ -443,7 +595,7 @@ awk -v spec="$SPEC" -v csv="$CSV" -v order="$WL_ORDER" '
         split(lines[l], f, " ")
         if (index(w, f[1]) != 1) continue
         metric = f[2]; other = f[3]; kind = f[4]; limit = f[5]
-        vs = (w ~ /^echo_/ && other == "go") ? "Go" : names[other]
+        vs = (w ~ /^(echo|chat|chatself)_/ && other == "go") ? "Go" : names[other]
         gk = w SUBSEP "goro" SUBSEP metric; ok_ = w SUBSEP other SUBSEP metric
         if (!(gk in vals) && !(ok_ in vals)) continue
         gc = cell(gk); gm = cm; gl = cl; gh = ch; runs = cnt

@@ -10,6 +10,7 @@
 //	gonetbench raw-server ADDR    the same routes on a minimal HTTP/1.1
 //	                              parser over raw TCP (keep-alive,
 //	                              pipelining), goro_net_http's twin
+//	gonetbench chat-server ADDR   broadcast chat in rooms of 20 (chat.go)
 //
 // Clients (print "RESULT name value unit" lines, with their own CPU share
 // over the measured window; -pid PID adds the server's, read from
@@ -26,6 +27,14 @@
 //	    CONNS keep-alive connections, one GET / each, then idle; prints
 //	    "ready CONNS" once all are open, closes them after HOLD_SECONDS or
 //	    when stdin ends
+//	gonetbench chat-client [-pid PID] [-burst] ADDR CONNS LINES SECONDS
+//	    CONNS connections in rooms of 20, each sending LINES lines once
+//	    every room is ready; verifies that every member receives every
+//	    line of its room; the time from the first send to the last
+//	    delivery (bounded by SECONDS) and the server's CPU; -burst stops
+//	    the server while the lines are sent (see chatClientRun)
+//	gonetbench chat-self [CONNS [LINES [SECONDS]]]
+//	    chat-server and chat-client in one process (2000, 20, 60)
 //	gonetbench heavy-time
 //	    prints "heavy_us X", the median time of one heavyWork call
 package main
@@ -646,6 +655,7 @@ func main() {
 	fs := flag.NewFlagSet(mode, flag.ExitOnError)
 	pid := fs.Int("pid", 0, "server process whose CPU use to report")
 	warmup := fs.Float64("warmup", 0.5, "seconds before measuring")
+	burst := fs.Bool("burst", false, "chat-client: stop the server while sending")
 	fs.Parse(os.Args[2:])
 	a := fs.Args()
 	atoi := func(i int, def int) int {
@@ -690,6 +700,12 @@ func main() {
 		httpClient(*pid, *warmup, addr(), atoi(1, -1), atof(2), atoi(3, -1))
 	case "idle-client":
 		idleClient(addr(), atoi(1, -1), atof(2))
+	case "chat-server":
+		chatServer(addr())
+	case "chat-client":
+		chatClientRun(*pid, addr(), atoi(1, -1), atoi(2, 20), atof(3), *burst)
+	case "chat-self":
+		chatSelf(atoi(0, 2000), atoi(1, 20), float64(atoi(2, 60)))
 	case "heavy-time":
 		heavyTime()
 	default:
