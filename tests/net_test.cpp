@@ -673,7 +673,9 @@ TEST(NetUnix, DatagramDeadlineAndAbstractAddresses) {
     EXPECT_EQ(srv.local_addr().str(), name);
     EXPECT_EQ(srv.local_addr().port(), 0);
     EXPECT_EQ(srv.local_addr().family(), AF_UNIX);
-    auto cl = goro::net::dial_packet("unixgram", name);
+    goro::net::dialer d;  // named, so that srv can reply
+    d.local_addr = goro::net::resolve("unixgram", name + "-client");
+    auto cl = d.dial_packet("unixgram", name);
     char b[16];
     cl.set_read_deadline(clock::now() + 20ms);
     EXPECT_THROW(cl.read(b, sizeof b), goro::deadline_exceeded);

@@ -403,7 +403,11 @@ TEST(Unix, StreamEchoAndDatagram) {
 
     std::string gname = name + "-dgram";
     auto srv = goro::net::listen_packet("unixgram", gname);
-    auto cl = goro::net::dial_packet("unixgram", gname);
+    // Named, so that the server can reply (a dialled unixgram socket is
+    // unnamed otherwise, as in Go).
+    goro::net::dialer d;
+    d.local_addr = goro::net::resolve("unixgram", gname + "-client");
+    auto cl = d.dial_packet("unixgram", gname);
     cl.write("dg", 2);
     goro::net::addr from;
     std::size_t n = srv.recv_from(b, sizeof b, &from);

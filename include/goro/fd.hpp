@@ -8,11 +8,14 @@
 // holding an OS thread; a plain thread blocks instead. Regular files are
 // not pollable: wrap their reads in goro::blocking (syscall hand-off).
 //
-// Errors are std::system_error carrying the errno. Two of them have their
-// own types so callers can tell them apart (Go's os.ErrDeadlineExceeded and
-// net.ErrClosed): goro::deadline_exceeded and goro::closed_error. EINTR
-// never reaches the caller, and end of stream is a 0 from read(), not an
-// error.
+// Errors are goro::io_error, a std::system_error carrying the errno and
+// the bytes transferred before the failure (bytes_transferred()). Two of
+// them have their own types so callers can tell them apart (Go's
+// os.ErrDeadlineExceeded and net.ErrClosed): goro::deadline_exceeded and
+// goro::closed_error. EINTR never reaches the caller, and end of stream is
+// a 0 from read(), not an error. A write to a pipe or socket whose reader
+// is gone throws EPIPE instead of raising SIGPIPE, except on descriptors 1
+// and 2 (Go's rule: a program writing to a closed stdout dies quietly).
 //
 // Example (snippet: main):
 //   int p[2];
@@ -30,9 +33,37 @@
 
 namespace goro {
 
+class io_error;
+namespace detail {
+void set_transferred(io_error& e, std::size_t n) noexcept;
+}
+
+// The base of every error an I/O operation on a goro::fd (or a goro::net
+// connection) throws: a std::system_error with the errno or condition in
+// code(), plus the bytes the operation had already transferred when it
+// failed (Go returns n with the error: a write whose deadline passed after
+// part of the buffer went out reports that part; 0 when nothing did).
+// std::system_error is a virtual base, so one exception can also be a
+// deadline_exceeded or closed_error and a goro::net::op_error at once and
+// still be caught unambiguously as any of them.
+class io_error : public virtual std::system_error {
+ public:
+  io_error(std::error_code ec, const char* what, std::size_t transferred = 0);
+  std::size_t bytes_transferred() const noexcept { return n_; }
+
+ protected:
+  // For derived classes: the most derived one constructs std::system_error
+  // (a virtual base), so this constructor's own initialiser of it is unused.
+  explicit io_error(std::size_t transferred) noexcept;
+
+ private:
+  friend void detail::set_transferred(io_error& e, std::size_t n) noexcept;
+  std::size_t n_ = 0;
+};
+
 // A read, write, accept, connect or wait whose deadline passed (Go's
 // os.ErrDeadlineExceeded, "i/o timeout"). code() is std::errc::timed_out.
-class deadline_exceeded : public std::system_error {
+class deadline_exceeded : public virtual io_error {
  public:
   deadline_exceeded();
 };
@@ -40,7 +71,7 @@ class deadline_exceeded : public std::system_error {
 // An operation on a descriptor that was closed, or that another goroutine
 // closed while it waited (Go's net.ErrClosed, "use of closed network
 // connection"). code() is std::errc::bad_file_descriptor.
-class closed_error : public std::system_error {
+class closed_error : public virtual io_error {
  public:
   closed_error();
 };
@@ -85,11 +116,14 @@ class fd {
   // nothing to read.
   std::size_t read(void* buf, std::size_t n);
   // Reads until n bytes or end of stream; returns the count (< n only at
-  // end of stream, as Go's io.ReadFull returns ErrUnexpectedEOF).
+  // end of stream, as Go's io.ReadFull returns ErrUnexpectedEOF). An error
+  // after part of it arrived carries that count (bytes_transferred()).
   std::size_t read_full(void* buf, std::size_t n);
   // Writes all n bytes (parking while the buffer is full), as Go's
-  // Write; throws on error (EPIPE for a closed peer; SIGPIPE is never
-  // raised for sockets).
+  // Write; throws on error (EPIPE for a closed peer, never SIGPIPE except
+  // on descriptors 1 and 2). The exception's bytes_transferred() says how
+  // much was written before the error: a deadline that passed after part
+  // of the buffer went out is told apart from one that sent nothing.
   std::size_t write(const void* buf, std::size_t n);
 
   // Parks until the descriptor is readable / writable (for descriptors the

@@ -20,14 +20,6 @@
 
 namespace goro {
 
-deadline_exceeded::deadline_exceeded()
-    : std::system_error(std::make_error_code(std::errc::timed_out),
-                        "i/o timeout") {}
-
-closed_error::closed_error()
-    : std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
-                        "use of closed network connection") {}
-
 namespace detail {
 
 namespace {
@@ -107,7 +99,7 @@ void throw_poll_error(fd_state* s, int err, const char* what) {
       if (getsockopt(s->sysfd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0 ||
           soerr == 0)
         soerr = EIO;
-      throw std::system_error(soerr, std::system_category(), what);
+      throw io_error(std::error_code(soerr, std::system_category()), what);
     }
   }
 }
@@ -229,31 +221,44 @@ std::size_t fd::read(void* buf, std::size_t n) {
 
 std::size_t fd::read_full(void* buf, std::size_t n) {
   std::size_t got = 0;
-  while (got < n) {
-    std::size_t r = read(static_cast<char*>(buf) + got, n - got);
-    if (r == 0) break;
-    got += r;
+  try {
+    while (got < n) {
+      std::size_t r = read(static_cast<char*>(buf) + got, n - got);
+      if (r == 0) break;
+      got += r;
+    }
+  } catch (io_error& e) {
+    detail::set_transferred(e, got);  // what earlier reads delivered
+    throw;
   }
   return got;
 }
 
 std::size_t fd::write(const void* buf, std::size_t n) {
-  fd_io io(s_, 'w');
-  detail::fd_prepare(s_, 'w', "write");
   std::size_t done = 0;
-  while (done < n) {
-    const char* p = static_cast<const char*>(buf) + done;
-    // Sockets: MSG_NOSIGNAL, so a closed peer is EPIPE and never SIGPIPE.
-    ssize_t r = s_->is_socket ? ::send(s_->sysfd, p, n - done, MSG_NOSIGNAL)
-                              : ::write(s_->sysfd, p, n - done);
-    if (r >= 0) {
-      done += std::size_t(r);
-      continue;
+  try {
+    fd_io io(s_, 'w');
+    detail::fd_prepare(s_, 'w', "write");
+    while (done < n) {
+      const char* p = static_cast<const char*>(buf) + done;
+      // Sockets: MSG_NOSIGNAL, so a closed peer is EPIPE and never SIGPIPE;
+      // other descriptors but 1 and 2 get the same through sigpipe.cpp.
+      ssize_t r = s_->is_socket
+                      ? ::send(s_->sysfd, p, n - done, MSG_NOSIGNAL)
+                      : detail::write_nosigpipe(s_->sysfd, p, n - done);
+      if (r >= 0) {
+        done += std::size_t(r);
+        continue;
+      }
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN)
+        throw io_error(std::error_code(errno, std::system_category()), "write");
+      detail::fd_wait(s_, 'w', "write");
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN)
-      throw std::system_error(errno, std::system_category(), "write");
-    detail::fd_wait(s_, 'w', "write");
+  } catch (io_error& e) {
+    // Go returns n with the error: the count of what went out before it.
+    detail::set_transferred(e, done);
+    throw;
   }
   return done;
 }

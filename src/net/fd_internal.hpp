@@ -14,6 +14,8 @@
 //   }
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <goro/fd.hpp>
@@ -99,6 +101,10 @@ void fd_prepare(fd_state* s, int mode, const char* what);
 // the socket's error.
 void fd_wait(fd_state* s, int mode, const char* what);
 [[noreturn]] void throw_poll_error(fd_state* s, int err, const char* what);
+
+// write(2) to a descriptor that is not a socket, with SIGPIPE turned into
+// EPIPE unless sysfd is 1 or 2 (sigpipe.cpp). Never parks.
+ssize_t write_nosigpipe(int sysfd, const void* p, std::size_t n) noexcept;
 
 // The state behind a goro::fd (null if it holds none).
 fd_state* state_of(goro::fd& f);

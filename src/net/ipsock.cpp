@@ -92,6 +92,7 @@ network parse_network(std::string_view name) {
   if (name == "udp6") return {AF_INET6, kind::datagram};
   if (name == "unix") return {AF_UNIX, kind::stream};
   if (name == "unixgram") return {AF_UNIX, kind::datagram};
+  if (name == "unixpacket") return {AF_UNIX, kind::seqpacket};
   throw std::invalid_argument("goro::net: unknown network \"" +
                               std::string(name) + "\"");
 }

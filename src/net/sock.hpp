@@ -11,14 +11,15 @@
 
 namespace goro::net::detail {
 
-enum class kind { stream, datagram };
+enum class kind { stream, datagram, seqpacket };
 
 struct network {
   int family = AF_UNSPEC;  // AF_INET, AF_INET6, AF_UNSPEC (either), AF_UNIX
   kind k = kind::stream;
 };
 
-// "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "unix", "unixgram";
+// "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "unix", "unixgram",
+// "unixpacket";
 // anything else is std::invalid_argument.
 network parse_network(std::string_view name);
 
@@ -29,15 +30,13 @@ addr resolve_for(const network& net, std::string_view address, bool passive);
 // unixsock.cpp: a Unix socket address for a path ("@name": the abstract
 // namespace); std::invalid_argument if empty or too long.
 addr unix_addr(std::string_view path);
-// Binds an unbound Unix datagram socket to an autobound abstract address,
-// so that a dialled socket can receive replies.
-void unix_autobind(int s);
 
 // socket(2), non-blocking and close-on-exec, wrapped in a goro::fd.
 goro::fd new_socket(int family, int type);
 
 // Connects f to a (non-blocking connect, parking until done). Throws the
 // connect error, or deadline_exceeded past `deadline` (time_point{}: none).
+// The caller names the error (op_error).
 void connect_fd(goro::fd& f, const addr& a,
                 std::chrono::steady_clock::time_point deadline);
 
@@ -45,5 +44,21 @@ void connect_fd(goro::fd& f, const addr& a,
 addr sockname(goro::fd& f, bool peer);
 
 [[noreturn]] void throw_errno(int err, const char* what);
+
+// error.cpp: op_error with Go's message. rethrow_as_op, called in a catch
+// block, rethrows the exception being handled as an op_error for `i`
+// (keeping its code, its bytes_transferred and its deadline_exceeded /
+// closed_error type); other exceptions go through as they are.
+[[noreturn]] void rethrow_as_op(op_error::info i);
+[[noreturn]] void throw_timeout(op_error::info i, std::size_t n = 0);
+[[noreturn]] void throw_closed(op_error::info i, std::size_t n = 0);
+[[noreturn]] void throw_op_text(std::error_code ec, op_error::info i,
+                                const char* text);
+
+// The op_error fields of an operation on a socket: its network ("tcp",
+// "udp", "unix", "unixgram", "unixpacket", from the socket itself) and its
+// local and peer addresses, as far as they can still be read (a closed
+// descriptor has none). Error paths only: up to four syscalls.
+op_error::info sock_info(goro::fd& f, const char* op);
 
 }  // namespace goro::net::detail

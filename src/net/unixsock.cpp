@@ -1,7 +1,6 @@
 // unixsock.cpp: what is particular to Unix-domain sockets (Go's
-// net/unixsock.go, unixsock_posix.go): path and abstract addresses,
-// autobinding a dialled datagram socket, and the listener that removes its
-// socket file on close.
+// net/unixsock.go, unixsock_posix.go): path and abstract addresses, and
+// the listener that removes its socket file on close.
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -32,14 +31,6 @@ addr unix_addr(std::string_view path) {
   socklen_t len = socklen_t(offsetof(sockaddr_un, sun_path) + path.size() +
                             (path[0] == '@' ? 0 : 1));
   return addr(reinterpret_cast<const sockaddr*>(&un), len);
-}
-
-void unix_autobind(int s) {
-  // A bind with only the family: Linux picks a unique abstract name.
-  sockaddr_un un{};
-  un.sun_family = AF_UNIX;
-  if (::bind(s, reinterpret_cast<sockaddr*>(&un), sizeof(sa_family_t)) != 0)
-    throw_errno(errno, "bind");
 }
 
 }  // namespace detail
