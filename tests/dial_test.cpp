@@ -339,9 +339,20 @@ TEST(OpError, NamesTheOperationNetworkAndAddresses) {
     } catch (const goro::net::op_error& e) {
       EXPECT_EQ(e.op(), "write");
       EXPECT_EQ(e.code(), std::errc::bad_file_descriptor);
+      // Closed: the local address is gone, the peer's was kept.
+      EXPECT_EQ(std::string(e.what()),
+                "write tcp " + c.remote_addr().str() +
+                    ": use of closed network connection");
     }
+    const std::string where = ln.addr().str();
     ln.close();
     EXPECT_THROW(ln.accept(), goro::closed_error);
+    try {
+      ln.accept();
+    } catch (const goro::net::op_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "accept tcp " + where + ": use of closed network connection");
+    }
   });
 }
 

@@ -132,7 +132,8 @@ class conn {
   // With the peer's address when it is known (dial and accept know it):
   // remote_addr() and error messages then need no getpeername, and still
   // name the peer after a reset.
-  conn(goro::fd f, const addr& remote) : fd_(std::move(f)), raddr_(remote) {}
+  // `network` ("tcp", "unix"...) names it in errors once it is closed.
+  conn(goro::fd f, const addr& remote, std::string_view network = {});
 
   // Up to n bytes; 0 at end of stream.
   std::size_t read(void* buf, std::size_t n);
@@ -184,6 +185,7 @@ class conn {
   [[noreturn]] void fail(const char* op);
   goro::fd fd_;
   addr raddr_;  // the peer, if known; else remote_addr() asks the kernel
+  const char* net_ = nullptr;  // a static string, if known
 };
 
 // A listening socket (Go's net.Listener).
@@ -212,6 +214,9 @@ class listener {
   conn accept_loop();
   goro::fd fd_;
   std::string unlink_path_;  // removed by close() (Unix path listeners)
+  // Kept by listen() for error messages after close (and for addr()).
+  const char* net_ = nullptr;
+  net::addr laddr_;
 };
 
 // A datagram socket: UDP or Unix datagram (Go's net.PacketConn and the

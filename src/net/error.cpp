@@ -43,7 +43,8 @@ using msg_ptr = std::shared_ptr<const std::string>;
 
 // Go's OpError.Error(): "op net [source->]addr: [syscall: ]error".
 msg_ptr format(const op_error::info& i, const std::string& err) {
-  std::string m = i.op + " " + i.net;
+  std::string m = i.op;
+  if (!i.net.empty()) m += " " + i.net;
   std::string src = i.source.str(), dst = i.address.str();
   if (!src.empty() && !dst.empty())
     m += " " + src + "->" + dst;

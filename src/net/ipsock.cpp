@@ -83,6 +83,13 @@ namespace detail {
   throw std::system_error(err, std::system_category(), what);
 }
 
+const char* static_net_name(std::string_view name) noexcept {
+  for (const char* n : {"tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "unix",
+                        "unixgram", "unixpacket"})
+    if (name == n) return n;
+  return nullptr;
+}
+
 network parse_network(std::string_view name) {
   if (name == "tcp") return {AF_UNSPEC, kind::stream};
   if (name == "tcp4") return {AF_INET, kind::stream};

@@ -294,7 +294,7 @@ conn dial_stream(const dialer& d, const goro::context* ctx,
       if (intr && intr->finish()) throw_ctx_error(*ctx, i);
     }
     if (deadline != time_point{}) f.set_write_deadline({});
-    conn c(std::move(f), a);
+    conn c(std::move(f), a, network);
     if (a.family() != AF_UNIX) {
       detail::setopt(c.fd().get(), IPPROTO_TCP, TCP_NODELAY, 1);
       dial_keep_alive(c, d.keep_alive);
@@ -330,6 +330,8 @@ listener listen(std::string_view network, std::string_view address) {
     }
     listener ln(std::move(f));
     if (path) ln.unlink_path_ = std::string(address);
+    ln.net_ = detail::static_net_name(network);
+    ln.laddr_ = detail::sockname(ln.fd_, false);  // the real port for port 0
     return ln;
   } catch (const std::system_error&) {
     detail::rethrow_as_op(std::move(i));

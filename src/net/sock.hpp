@@ -18,6 +18,10 @@ struct network {
   kind k = kind::stream;
 };
 
+// The network's name as a static string (for conn and listener to keep);
+// null for an unknown one.
+const char* static_net_name(std::string_view name) noexcept;
+
 // "tcp", "tcp4", "tcp6", "udp", "udp4", "udp6", "unix", "unixgram",
 // "unixpacket";
 // anything else is std::invalid_argument.

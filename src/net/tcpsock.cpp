@@ -45,6 +45,8 @@ conn listener::accept() {
     op_error::info i = detail::sock_info(fd_, "accept");
     i.address = i.source;
     i.source = {};
+    if (net_ != nullptr) i.net = net_;  // also after close
+    if (i.address.size() == 0) i.address = laddr_;
     detail::rethrow_as_op(std::move(i));
   }
 }
@@ -92,7 +94,8 @@ conn listener::accept_loop() {
       ::close(ns);
       throw;
     }
-    conn c(std::move(f), net::addr(reinterpret_cast<sockaddr*>(&peer), plen));
+    conn c(std::move(f), net::addr(reinterpret_cast<sockaddr*>(&peer), plen),
+           net_ != nullptr ? net_ : std::string_view());
     int one = 1;
     // TCP_NODELAY on TCP connections (Go's default); harmless failure on
     // Unix sockets, which have no Nagle.
@@ -102,6 +105,7 @@ conn listener::accept_loop() {
 }
 
 addr listener::addr() const {
+  if (laddr_.size() != 0 && fd_) return laddr_;
   return detail::sockname(const_cast<goro::fd&>(fd_), false);
 }
 
@@ -113,9 +117,15 @@ addr conn::remote_addr() const {
   return detail::sockname(const_cast<goro::fd&>(fd_), true);
 }
 
+conn::conn(goro::fd f, const net::addr& remote, std::string_view network)
+    : fd_(std::move(f)),
+      raddr_(remote),
+      net_(detail::static_net_name(network)) {}
+
 void conn::fail(const char* op) {
   op_error::info i = detail::sock_info(fd_, op);
   if (raddr_.size() != 0) i.address = raddr_;  // also after a reset
+  if (net_ != nullptr) i.net = net_;           // also after close
   detail::rethrow_as_op(std::move(i));
 }
 

@@ -37,13 +37,17 @@ addr unix_addr(std::string_view path) {
 
 listener::listener(listener&& other) noexcept
     : fd_(std::move(other.fd_)),
-      unlink_path_(std::exchange(other.unlink_path_, std::string())) {}
+      unlink_path_(std::exchange(other.unlink_path_, std::string())),
+      net_(other.net_),
+      laddr_(other.laddr_) {}
 
 listener& listener::operator=(listener&& other) noexcept {
   if (this != &other) {
     close();
     fd_ = std::move(other.fd_);
     unlink_path_ = std::exchange(other.unlink_path_, std::string());
+    net_ = other.net_;
+    laddr_ = other.laddr_;
   }
   return *this;
 }
