@@ -214,7 +214,7 @@ std::size_t fd::read(void* buf, std::size_t n) {
     if (r >= 0) return std::size_t(r);
     if (errno == EINTR) continue;
     if (errno != EAGAIN)
-      throw std::system_error(errno, std::system_category(), "read");
+      throw io_error(std::error_code(errno, std::system_category()), "read");
     detail::fd_wait(s_, 'r', "read");
   }
 }
