@@ -243,11 +243,11 @@ TEST(Dialer, ContextCancelAbortsAConnectInProgress) {
     });
     ASSERT_TRUE(goro_test::eventually([&] { return id.load() != 0; }));
     ASSERT_TRUE(goro_test::eventually_in_io_wait(id.load()));
-    auto t0 = goro_test::clock::now();
+    // The SYN is dropped for as long as the queue stays full: only the
+    // cancellation can end this dial (else the watchdog fails the test).
     cancel();
     std::string r = result.recv().value();
     EXPECT_EQ(r, "dial tcp " + fb.where + ": operation was canceled|canceled");
-    EXPECT_LT(goro_test::clock::now() - t0, 900ms);  // not the SYN retry
 
     // Done before the dial: it fails at once, without connecting.
     EXPECT_THROW(goro::net::dialer{}.dial_context(ctx, "tcp", fb.where),
