@@ -133,6 +133,9 @@ std::string demangle(const std::string& name) {
   // library (cmake/goro_text.cmake) carry this prefix.
   constexpr const char* priv = "goro.private.";
   std::size_t skip = name.rfind(priv, 0) == 0 ? std::strlen(priv) : 0;
+  // Only C++ names: the demangler also reads type manglings ("f" would
+  // print "float").
+  if (name.compare(skip, 2, "_Z") != 0) return name.substr(skip);
   int status = 0;
   char* d = abi::__cxa_demangle(name.c_str() + skip, nullptr, nullptr, &status);
   if (d == nullptr && skip != 0) return name.substr(skip);
@@ -147,7 +150,21 @@ std::string demangle(const std::string& name) {
 symbol_info symbolize(std::uintptr_t pc, bool lines) {
   symbol_info info;
   std::lock_guard<std::mutex> lk(mu);
-  if (lines) dwarf_line(pc, &info.file, &info.line);
+  if (lines) {
+    std::vector<dwarf_frame> fr;
+    if (dwarf_frames(pc, &fr)) {
+      info.have_scopes = true;
+      for (std::size_t i = 0; i + 1 < fr.size(); i++)
+        info.inlined.push_back({fr[i].function, fr[i].file, fr[i].line,
+                                fr[i].decl_file, fr[i].decl_line});
+      info.file = fr.back().file;
+      info.line = fr.back().line;
+      info.decl_file = fr.back().decl_file;
+      info.decl_line = fr.back().decl_line;
+    } else {
+      dwarf_line(pc, &info.file, &info.line);
+    }
+  }
   object_syms* o = find_object(pc);
   if (o == nullptr) return info;
   if (!o->loaded) load_file(*o);
