@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/dwarfline.hpp"
@@ -145,11 +146,45 @@ std::string demangle(const std::string& name) {
   return out;
 }
 
+// Lookups with lines, by pc: reading the inline records walks a
+// compilation unit's DIEs (dwarf_getscopes_die is linear in it), and dumps
+// meet the same pcs again and again. Emptied when objects were loaded or
+// unloaded since (a pc may then be other code), and when it is full.
+std::unordered_map<std::uintptr_t, symbol_info>* line_cache = nullptr;
+unsigned long long cache_generation = 0;
+constexpr std::size_t line_cache_max = 8192;
+
+int generation_cb(struct dl_phdr_info* info, std::size_t, void* arg) {
+  *static_cast<unsigned long long*>(arg) = info->dlpi_adds + info->dlpi_subs;
+  return 1;
+}
+
+symbol_info symbolize_locked(std::uintptr_t pc, bool lines);
+
 }  // namespace
 
 symbol_info symbolize(std::uintptr_t pc, bool lines) {
-  symbol_info info;
   std::lock_guard<std::mutex> lk(mu);
+  if (!lines) return symbolize_locked(pc, false);
+  unsigned long long gen = 0;
+  dl_iterate_phdr(generation_cb, &gen);
+  if (line_cache == nullptr)
+    line_cache = new std::unordered_map<std::uintptr_t, symbol_info>;
+  if (gen != cache_generation || line_cache->size() >= line_cache_max) {
+    line_cache->clear();
+    cache_generation = gen;
+  }
+  auto it = line_cache->find(pc);
+  if (it != line_cache->end()) return it->second;
+  symbol_info info = symbolize_locked(pc, true);
+  line_cache->emplace(pc, info);
+  return info;
+}
+
+namespace {
+
+symbol_info symbolize_locked(std::uintptr_t pc, bool lines) {
+  symbol_info info;
   if (lines) {
     std::vector<dwarf_frame> fr;
     if (dwarf_frames(pc, &fr)) {
@@ -183,5 +218,7 @@ symbol_info symbolize(std::uintptr_t pc, bool lines) {
   info.offset = rel - it->start;
   return info;
 }
+
+}  // namespace
 
 }  // namespace goro::rt
