@@ -103,7 +103,8 @@ std::string demangle(const char* name) {
   }
   std::string note =
       "\t(uncaught exception of type " + type + " escaped the goroutine)\n";
-  std::string trace = goroutine_trace_at(gp, t.pcs, t.n, note.c_str());
+  std::string trace =
+      goroutine_trace_at(gp, t.pcs, t.n, t.n >= panic_frames, note.c_str());
   flush_program_output();
   std::fprintf(stderr, "panic: %s\n\n%s", what.c_str(), trace.c_str());
   std::fflush(stderr);

@@ -120,8 +120,8 @@ struct overflow_report {
 void overflow_print(void* arg) {
   auto* r = static_cast<overflow_report*>(arg);
   flush_program_output();
-  std::string s = goroutine_trace_at(r->gp, r->w->pcs, r->w->n, r->note);
-  if (r->w->n >= overflow_frames) s += "...additional frames elided...\n";
+  std::string s = goroutine_trace_at(r->gp, r->w->pcs, r->w->n,
+                                     r->w->n >= overflow_frames, r->note);
   ssize_t k = write(2, s.data(), s.size());
   (void)k;
   _exit(2);

@@ -86,6 +86,7 @@ bool switched_out_frames(G* gp, struct pc_buf* b);
 struct pc_buf {
   std::uintptr_t pcs[max_frames + 1];
   int n = 0;
+  bool truncated = false;  // more frames than pcs holds (given ones)
 };
 
 _Unwind_Reason_Code collect_one(struct _Unwind_Context* ctx, void* arg) {
@@ -340,8 +341,11 @@ void append_goroutine(std::string& out, G* gp, G* self, bool interrupt,
     if (!interrupt || !interrupted_frames(gp, &b))
       out += "\tgoroutine running on other thread; stack unavailable\n";
   }
-  append_frames(out, b.pcs, b.n < max_frames ? b.n : max_frames, gp->startpc);
-  if (b.n > max_frames) out += "...additional frames elided...\n";
+  // (A stack cut short holds the goroutine's function further out.)
+  bool cut = b.truncated || b.n > max_frames;
+  append_frames(out, b.pcs, b.n < max_frames ? b.n : max_frames,
+                cut ? nullptr : gp->startpc);
+  if (cut) out += "...additional frames elided...\n";
   append_created_by(out, gp);
 }
 
@@ -375,9 +379,12 @@ std::string goroutine_trace(G* gp) {
 }
 
 std::string goroutine_trace_at(G* gp, const std::uintptr_t* pcs, int n,
-                               const char* note) {
+                               bool truncated, const char* note) {
   pc_buf b;
   for (int i = 0; i < n && i < max_frames; i++) b.pcs[b.n++] = pcs[i];
+  // More frames than shown: append_goroutine's "elided" line, and no
+  // goroutine function looked for among the top ones.
+  b.truncated = truncated || n > max_frames;
   std::string out;
   append_goroutine(out, gp, getg(), false, &b, note);
   return out;
