@@ -187,7 +187,7 @@ TEST(TracebackFrames, FunctionLeftByATailCallStillShows) {
 TEST(TracebackFrames, LambdasReadAsWrittenAndGoroutineOneAsGivenToRun) {
   FRAMES_TEST_NEED_LINES();
   const int run_line = __LINE__ + 1;
-  goro::run([run_line] {
+  goro::run([&] {
     auto ch = goro::make_chan<int>();
     std::atomic<std::uint64_t> id{0};
     goro::wait_group done;
@@ -244,13 +244,14 @@ class TracebackFramesDeathTest : public ::testing::Test {
 // The panic report shows the stack the exception was thrown from (recorded
 // in the unwinder's search phase), down to the throw's line.
 TEST_F(TracebackFramesDeathTest, PanicShowsWhereItWasThrown) {
-  FRAMES_TEST_NEED_LINES();
+  // (Without file:line, clang-14 builds: the thrower's frame, no line.)
   std::string want =
       "panic: frames-test-boom\n\ngoroutine [0-9]+ \\[running\\]:\n"
       "[^\n]*uncaught exception of type std::runtime_error[^\n]*\n"
-      "frames_test_thrower\\(int\\)\\(\\.\\.\\.\\)\n\t/[^\n]*"
-      "traceback_frames_test\\.cpp:" +
-      std::to_string(frames_test_throw_line) + " ";
+      "frames_test_thrower\\(int\\)\\(\\.\\.\\.\\)\n\t";
+  if (have_lines())
+    want += "/[^\n]*traceback_frames_test\\.cpp:" +
+            std::to_string(frames_test_throw_line) + " ";
   EXPECT_EXIT(
       {
         goro::run([] {
@@ -283,13 +284,13 @@ TEST(TracebackFrames, CaughtExceptionsAreNotPanics) {
 // The stack overflow report shows the frames that overflowed, and the
 // program's unflushed output is not lost.
 TEST_F(TracebackFramesDeathTest, StackOverflowShowsTheOverflowingFrames) {
-  FRAMES_TEST_NEED_LINES();
   std::string want =
       "fatal error: stack overflow\n(.|\n)*frames-test-partial(.|\n)*"
       "goroutine [0-9]+ \\[running\\]:\n(.|\n)*"
-      "frames_test_recurse\\(unsigned long\\)\\(\\.\\.\\.\\)\n\t/[^\n]*"
-      "traceback_frames_test\\.cpp:" +
-      std::to_string(frames_test_recurse_line) + " ";
+      "frames_test_recurse\\(unsigned long\\)\\(\\.\\.\\.\\)\n\t";
+  if (have_lines())
+    want += "/[^\n]*traceback_frames_test\\.cpp:" +
+            std::to_string(frames_test_recurse_line) + " ";
   EXPECT_EXIT(
       {
         ::dup2(2, 1);  // stdout, fully buffered (a pipe), into the check

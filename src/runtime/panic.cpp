@@ -137,7 +137,7 @@ goro_gcall_personality(int version, _Unwind_Action actions,
 
 // goro_gcall_land: an exception or goexit's unwinding left the
 // goroutine's function.
-extern "C" __attribute__((visibility("hidden"))) [[noreturn]] void
+extern "C" [[noreturn]] __attribute__((visibility("hidden"))) void
 goro_gcall_landed(_Unwind_Exception* exc) {
   using namespace goro::rt;
   G* gp = getg();
