@@ -21,6 +21,7 @@
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
 #include "runtime/panic.hpp"
+#include "runtime/san.hpp"
 #include "runtime/stack.hpp"
 #include "runtime/tls.hpp"
 #include "runtime/traceback.hpp"
@@ -159,6 +160,14 @@ void report_stack_overflow(G* gp, std::uintptr_t sp, void* uctx) {
               "GORO_STACK_SIZE)\n");
   static overflow_walk w;
   w = overflow_walk{};
+#ifdef GORO_HAVE_TSAN
+  // TSan flags the allocations below as signal-unsafe calls (rightly) and
+  // its report takes tens of seconds: the header and the note only.
+  uctx = nullptr;
+  bool symbolize = false;
+#else
+  bool symbolize = true;
+#endif
   if (uctx != nullptr) {
     auto* uc = static_cast<ucontext_t*>(uctx);
     w.from = std::uintptr_t(uc->uc_mcontext.gregs[REG_RIP]);
@@ -179,7 +188,7 @@ void report_stack_overflow(G* gp, std::uintptr_t sp, void* uctx) {
   void* p = mmap(nullptr, report_stack, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   overflow_report r{gp, &w, note};
-  if (p != MAP_FAILED) {
+  if (symbolize && p != MAP_FAILED) {
     // goro_on_gstack reads the 64 bytes at sp as a saved context: zeros.
     goro_on_gstack(static_cast<char*>(p) + report_stack - 64, overflow_print,
                    &r);
