@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <new>
 #include <stdexcept>
@@ -86,14 +87,41 @@ struct spawn_slot {
 };
 spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
                            std::size_t align);
-void newproc_commit(spawn_slot slot, void (*entry)(void*));
+// startpc: the program's function (start_pc below), for goroutine dumps.
+void newproc_commit(spawn_slot slot, void (*entry)(void*),
+                    const void* startpc = nullptr);
 void newproc_abort(spawn_slot slot) noexcept;
 
 // Starts the runtime if it is not running yet (idempotent, thread-safe).
 void ensure_started(const options* opt);
 // Runs main_fn as a goroutine, blocks the calling thread until it returns,
 // and gives back its result.
-int run_main(const options* opt, std::function<int()> main_fn);
+int run_main(const options* opt, std::function<int()> main_fn,
+             const void* startpc);
+
+// The code address of the function a goroutine runs, which goroutine
+// dumps name (Go's g.startpc): a function pointer's target, or a class's
+// one non-template, non-virtual operator() (a lambda's); else null. Taking
+// the operator's address makes the compiler emit an out-of-line copy too
+// (the goroutine's own calls still inline it).
+template <class F>
+const void* start_pc(const F& f) noexcept {
+  if constexpr (std::is_pointer_v<F> &&
+                std::is_function_v<std::remove_pointer_t<F>>) {
+    return reinterpret_cast<const void*>(f);
+  } else if constexpr (requires { &F::operator(); }) {
+    (void)f;  // the type names it
+    auto m = &F::operator();
+    // The Itanium C++ ABI's member function pointer: {ptr, adj}, ptr the
+    // code address of a non-virtual function (odd: a vtable offset).
+    std::uintptr_t p;
+    static_assert(sizeof m >= sizeof p);
+    std::memcpy(&p, &m, sizeof p);
+    return (p & 1) == 0 ? reinterpret_cast<const void*>(p) : nullptr;
+  } else {
+    return nullptr;
+  }
+}
 
 template <class Fn>
 struct closure {
@@ -141,7 +169,8 @@ template <class F, class... Args>
     detail::newproc_abort(slot);
     throw;
   }
-  detail::newproc_commit(slot, &C::entry);
+  detail::newproc_commit(slot, &C::entry,
+                         detail::start_pc<std::decay_t<F>>(fn));
 }
 
 template <class F, class... Args>
@@ -163,7 +192,8 @@ int run(const options& opt, F&& main_fn) {
       return static_cast<int>(std::invoke(main_fn));
     }
   };
-  return detail::run_main(&opt, std::move(wrapped));
+  return detail::run_main(&opt, std::move(wrapped),
+                          detail::start_pc<std::decay_t<F>>(main_fn));
 }
 
 template <class F>

@@ -157,6 +157,43 @@ goro_gstart:
 	.size	goro_gstart, .-goro_gstart
 
 
+// void goro_gcall(void (*fn)(void*), void* arg)
+//   Calls fn(arg), the goroutine's function, in a frame whose personality
+//   routine is goro_gcall_personality (panic.cpp) rather than C++'s: an
+//   exception that no frame below catches reaches it in the unwinder's
+//   search phase, while the frames it was thrown from are still on the
+//   stack, which is when the panic report's stack is recorded; exceptions
+//   caught below never get here (no cost to them). The personality then
+//   lands the exception at goro_gcall_land with the _Unwind_Exception* in
+//   rax (as it does goexit's forced unwinding): goro_gcall_landed never
+//   returns.
+	.text
+	.globl	goro_gcall
+	.hidden	goro_gcall
+	.globl	goro_gcall_land
+	.hidden	goro_gcall_land
+	.type	goro_gcall, @function
+	.p2align 4
+goro_gcall:
+	.cfi_startproc
+	.cfi_personality 0x1b, goro_gcall_personality
+	subq	$8, %rsp
+	.cfi_adjust_cfa_offset 8
+	movq	%rdi, %rax
+	movq	%rsi, %rdi
+	callq	*%rax
+	addq	$8, %rsp
+	.cfi_adjust_cfa_offset -8
+	ret
+goro_gcall_land:
+	// The unwinder restored rsp to its value at the call above.
+	.cfi_adjust_cfa_offset 8
+	movq	%rax, %rdi
+	callq	goro_gcall_landed
+	ud2
+	.cfi_endproc
+	.size	goro_gcall, .-goro_gcall
+
 // void goro_on_gstack(void* sp, void (*fn)(void*), void* arg)
 //   Calls fn(arg) on the stack of a switched-out goroutine, just below its
 //   saved context sp (goro_mcall's frame: [mxcsr|fcw][r15][r14][r13][r12]

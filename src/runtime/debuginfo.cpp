@@ -94,6 +94,7 @@ GORO_DEBUGGER_TABLE extern const goro_debug_entry goro_debug_layout[] = {
     GORO_OFF("g.", G, entry),
     GORO_OFF("g.", G, parent_goid),
     GORO_OFF("g.", G, gopc),
+    GORO_OFF("g.", G, startpc),
     GORO_OFF("g.", G, alllink),
     GORO_OFF("m.", M, procid),
     GORO_OFF("m.", M, curg),

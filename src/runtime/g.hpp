@@ -111,13 +111,21 @@ struct G {
   // Where it was spawned: a return address in the function that called
   // goro::go (Go's gopc), for "created by" in goroutine dumps.
   void* gopc = nullptr;
+  // The function the program gave goro::go (or goro::run): a lambda's
+  // operator() or the function pointer (Go's startpc), null when goro::go
+  // cannot name one (generic lambdas, overloaded call operators). Dumps
+  // show it when the unwound frames lack it (it left by a tail call).
+  const void* startpc = nullptr;
   // goro::sleep's timer, created on first use (Go's gp.timer).
   timer* sleep_timer = nullptr;
   // Every G ever created, for dumps and counting (Go's allgs).
   G* alllink = nullptr;
-  // Sanitizer fiber state (only used in sanitizer builds).
-  void* asan_fake_stack = nullptr;
-  void* tsan_fiber = nullptr;
+  // Sanitizer fiber state (only used in sanitizer builds; ASan and TSan
+  // never share a build, so they share the word).
+  union {
+    void* asan_fake_stack = nullptr;
+    void* tsan_fiber;
+  };
   unsigned tsan_uses = 0;
   // Alignment of a heap-allocated callable (fn_heap); here to share the
   // word with tsan_uses.

@@ -1,7 +1,6 @@
 // goexit.cpp: how a goroutine starts and ends: goro_gentry (the first C++
 // frame), normal return, goro::goexit (forced unwinding, Go's Goexit) and
 // an exception escaping the goroutine (Go's panic: print and exit 2).
-#include <cxxabi.h>
 #include <pthread.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -88,37 +87,6 @@ void goexit0(void* arg) {
   __builtin_unreachable();
 }
 
-std::string demangle(const char* name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string s = (status == 0 && d) ? d : name;
-  std::free(d);
-  return s;
-}
-
-// An exception escaped the goroutine: print Go's panic report and exit 2.
-[[noreturn]] void panic_exit(G* gp) {
-  std::string what, type;
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    what = e.what();
-    type = demangle(typeid(e).name());
-  } catch (...) {
-    std::type_info* t = abi::__cxa_current_exception_type();
-    type = t ? demangle(t->name()) : "unknown";
-    what = "exception of type " + type;
-  }
-  std::fflush(nullptr);
-  std::fprintf(stderr,
-               "panic: %s\n\ngoroutine %llu [running]:\n"
-               "\t(uncaught exception of type %s escaped the goroutine)\n",
-               what.c_str(), static_cast<unsigned long long>(gp->goid),
-               type.c_str());
-  std::fflush(stderr);
-  _exit(2);
-}
-
 _Unwind_Reason_Code goexit_stop(int, _Unwind_Action actions,
                                 _Unwind_Exception_Class, _Unwind_Exception*,
                                 struct _Unwind_Context*, void*) {
@@ -139,19 +107,25 @@ void goexit_cleanup(_Unwind_Reason_Code, _Unwind_Exception* exc) {
 
 }  // namespace
 
+bool goexit_landed(G* gp, _Unwind_Exception* exc) {
+  if (!gp->goexiting || exc->exception_class != goexit_class) return false;
+  // goexit's forced unwinding reached the goroutine's first frame: it
+  // consumed it (goexit_cleanup, run by the delete, checks that).
+  gp->goexit_caught = true;
+  _Unwind_DeleteException(exc);
+  goexit1();
+}
+
 }  // namespace goro::rt
+
+extern "C" void goro_gcall(void (*fn)(void*), void* arg);
 
 extern "C" [[noreturn]] void goro_gentry(goro::rt::G* gp) {
   using namespace goro::rt;
   san_enter_g(gp, true);
-  try {
-    gp->entry(gp->arg);
-  } catch (...) {
-    if (!gp->goexiting) panic_exit(gp);
-    // goexit's forced unwinding reached the goroutine's first frame; leaving
-    // this handler ends it (goexit_cleanup sees it was consumed here).
-    gp->goexit_caught = true;
-  }
+  // An exception, or goexit's unwinding, never comes out of goro_gcall: it
+  // lands in goro_gcall_landed (panic.cpp).
+  goro_gcall(gp->entry, gp->arg);
   goexit1();
 }
 
@@ -164,7 +138,7 @@ void goexit() {
     throw std::logic_error("goro::goexit called outside a goroutine");
   gp->goexiting = true;
   // Forced unwinding, as thread cancellation does: destructors run, a
-  // catch(...) sees it and must rethrow, and goro_gentry ends it.
+  // catch(...) sees it and must rethrow, and goro_gcall_landed ends it.
   auto* exc = new _Unwind_Exception;
   std::memset(exc, 0, sizeof *exc);
   exc->exception_class = goexit_class;

@@ -79,11 +79,13 @@ spawn_slot newproc_prepare(std::size_t stack_size, std::size_t size,
   return spawn_slot{gp, storage};
 }
 
-void newproc_commit(spawn_slot slot, void (*entry)(void*)) {
+void newproc_commit(spawn_slot slot, void (*entry)(void*),
+                    const void* startpc) {
   using namespace rt;
   plain_thread_entry();
   G* gp = static_cast<G*>(slot.g);
   gp->entry = entry;
+  gp->startpc = startpc;
   gp->arg = slot.storage;
   if (gp->stk.lo != 0) {
     san_reuse_stack(gp);
@@ -151,8 +153,10 @@ void stack_bind(P* pp, G* gp) {
     donor->stk = stack{};
     // The sanitizer fiber travels with the stack, so fibers stay as many as
     // stacks (TSan counts each one as a thread, up to 8128).
+#ifdef GORO_HAVE_TSAN
     std::swap(gp->tsan_fiber, donor->tsan_fiber);
     std::swap(gp->tsan_uses, donor->tsan_uses);
+#endif
     gfput_nostack(pp, donor);
   } else {
     gp->stk = stackalloc();

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <goro/runtime.hpp>
+#include <iostream>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -148,8 +149,16 @@ void schedinit(const goro::options* opt) {
   sysmon_start();
 }
 
-void fatal(const char* msg) {
+void flush_program_output() {
   std::fflush(nullptr);
+  // std::cout and std::clog keep buffers of their own once the program
+  // calls std::ios::sync_with_stdio(false).
+  std::cout.flush();
+  std::clog.flush();
+}
+
+void fatal(const char* msg) {
+  flush_program_output();
   std::fprintf(stderr, "fatal error: %s\n", msg);
   M* mp = getm();
   if (G* gp = mp ? mp->curg.load(std::memory_order_relaxed) : nullptr)
@@ -255,7 +264,8 @@ void ensure_started(const options* opt) {
   start(opt);
 }
 
-int run_main(const options* opt, std::function<int()> main_fn) {
+int run_main(const options* opt, std::function<int()> main_fn,
+             const void* startpc) {
   if (rt::getg() != nullptr)
     throw std::logic_error("goro::run called from inside a goroutine");
   validate(*opt);
@@ -266,7 +276,7 @@ int run_main(const options* opt, std::function<int()> main_fn) {
     rt::note done;
   } st;
   st.fn = std::move(main_fn);
-  goro::go([&st] {
+  auto body = [&st] {
     // If main_fn calls goexit, run() never returns: as in Go, the other
     // goroutines go on, and when none is left that is reported.
     struct goexit_watch {
@@ -278,7 +288,13 @@ int run_main(const options* opt, std::function<int()> main_fn) {
     st.result = st.fn();
     watch.returned = true;
     rt::thread_unpark(st.done);
-  });
+  };
+  // goro::go's steps, with the program's function as the goroutine's
+  // startpc: dumps name it for goroutine 1, not this wrapper.
+  using C = closure<decltype(body)>;
+  spawn_slot slot = newproc_prepare(0, sizeof(C), alignof(C));
+  ::new (slot.storage) C{body};
+  newproc_commit(slot, &C::entry, startpc);
   rt::sched.main_active.fetch_add(1);
   rt::thread_park(st.done);
   rt::sched.main_active.fetch_sub(1);

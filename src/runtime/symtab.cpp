@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/dwarfline.hpp"
@@ -133,6 +134,9 @@ std::string demangle(const std::string& name) {
   // library (cmake/goro_text.cmake) carry this prefix.
   constexpr const char* priv = "goro.private.";
   std::size_t skip = name.rfind(priv, 0) == 0 ? std::strlen(priv) : 0;
+  // Only C++ names: the demangler also reads type manglings ("f" would
+  // print "float").
+  if (name.compare(skip, 2, "_Z") != 0) return name.substr(skip);
   int status = 0;
   char* d = abi::__cxa_demangle(name.c_str() + skip, nullptr, nullptr, &status);
   if (d == nullptr && skip != 0) return name.substr(skip);
@@ -142,12 +146,60 @@ std::string demangle(const std::string& name) {
   return out;
 }
 
+// Lookups with lines, by pc: reading the inline records walks a
+// compilation unit's DIEs (dwarf_getscopes_die is linear in it), and dumps
+// meet the same pcs again and again. Emptied when objects were loaded or
+// unloaded since (a pc may then be other code), and when it is full.
+std::unordered_map<std::uintptr_t, symbol_info>* line_cache = nullptr;
+unsigned long long cache_generation = 0;
+constexpr std::size_t line_cache_max = 8192;
+
+int generation_cb(struct dl_phdr_info* info, std::size_t, void* arg) {
+  *static_cast<unsigned long long*>(arg) = info->dlpi_adds + info->dlpi_subs;
+  return 1;
+}
+
+symbol_info symbolize_locked(std::uintptr_t pc, bool lines);
+
 }  // namespace
 
 symbol_info symbolize(std::uintptr_t pc, bool lines) {
-  symbol_info info;
   std::lock_guard<std::mutex> lk(mu);
-  if (lines) dwarf_line(pc, &info.file, &info.line);
+  if (!lines) return symbolize_locked(pc, false);
+  unsigned long long gen = 0;
+  dl_iterate_phdr(generation_cb, &gen);
+  if (line_cache == nullptr)
+    line_cache = new std::unordered_map<std::uintptr_t, symbol_info>;
+  if (gen != cache_generation || line_cache->size() >= line_cache_max) {
+    line_cache->clear();
+    cache_generation = gen;
+  }
+  auto it = line_cache->find(pc);
+  if (it != line_cache->end()) return it->second;
+  symbol_info info = symbolize_locked(pc, true);
+  line_cache->emplace(pc, info);
+  return info;
+}
+
+namespace {
+
+symbol_info symbolize_locked(std::uintptr_t pc, bool lines) {
+  symbol_info info;
+  if (lines) {
+    std::vector<dwarf_frame> fr;
+    if (dwarf_frames(pc, &fr)) {
+      info.have_scopes = true;
+      for (std::size_t i = 0; i + 1 < fr.size(); i++)
+        info.inlined.push_back({fr[i].function, fr[i].file, fr[i].line,
+                                fr[i].decl_file, fr[i].decl_line});
+      info.file = fr.back().file;
+      info.line = fr.back().line;
+      info.decl_file = fr.back().decl_file;
+      info.decl_line = fr.back().decl_line;
+    } else {
+      dwarf_line(pc, &info.file, &info.line);
+    }
+  }
   object_syms* o = find_object(pc);
   if (o == nullptr) return info;
   if (!o->loaded) load_file(*o);
@@ -166,5 +218,7 @@ symbol_info symbolize(std::uintptr_t pc, bool lines) {
   info.offset = rel - it->start;
   return info;
 }
+
+}  // namespace
 
 }  // namespace goro::rt

@@ -21,9 +21,11 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/coarseclock.hpp"
+#include "runtime/funcname.hpp"
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
 #include "runtime/panic.hpp"
@@ -84,6 +86,7 @@ bool switched_out_frames(G* gp, struct pc_buf* b);
 struct pc_buf {
   std::uintptr_t pcs[max_frames + 1];
   int n = 0;
+  bool truncated = false;  // more frames than pcs holds (given ones)
 };
 
 _Unwind_Reason_Code collect_one(struct _Unwind_Context* ctx, void* arg) {
@@ -112,39 +115,167 @@ bool switched_out_frames(G* gp, pc_buf* b) {
 }
 
 // Frames of the runtime and of the standard library's call plumbing are
-// left out, as Go leaves out runtime.* frames (GOTRACEBACK=system shows
-// them); goro's public API frames (goro::chan<T>::recv, ...) stay.
-// (Plumbing that may have the user's code inlined into it, such as
-// std::function's invoker or goro::detail::closure's entry, stays; so do
-// goro's public API frames such as goro::mutex::lock_slow.)
-bool hidden(const std::string& fn) {
+// left out, as Go leaves out runtime.* frames (GORO_TRACEBACK=system shows
+// them); goro's public API frames (goro::chan<T>::recv,
+// goro::mutex::lock_slow, ...) stay. `base`: func_base_name's form.
+// `scoped`: the frame's pc has DWARF inline records, so code inlined into
+// plumbing (the goroutine's lambda into goro::detail::closure's entry,
+// into std::function's invoker...) shows as frames of its own; without
+// them that plumbing stays, as the only frame that holds the code.
+bool hidden(const std::string& base, bool scoped) {
   if (traceback_level(2) >= 3) return false;  // GORO_TRACEBACK=system
-  if (fn.compare(0, 22, "goro::detail::closure<") == 0) return false;
-  static const char* const prefixes[] = {"goro::rt::", "goro_",
-                                         "goro::detail::"};
-  for (const char* p : prefixes)
-    if (fn.compare(0, std::strlen(p), p) == 0) return true;
+  auto starts = [&](const char* p) {
+    return base.compare(0, std::strlen(p), p) == 0;
+  };
+  static const char* const plumbing[] = {"goro::detail::closure<",
+                                         "goro::run<",
+                                         "std::__invoke",
+                                         "std::invoke<",
+                                         "std::apply<",
+                                         "std::__apply_impl<",
+                                         "std::function<",
+                                         "std::_Function_handler<"};
+  for (const char* p : plumbing)
+    if (starts(p)) return scoped;
+  static const char* const runtime[] = {
+      "goro::rt::",     "goro_",
+      "goro::detail::", "__cxa_",
+      "__cxxabiv1::",   "_Unwind_",
+      "std::terminate", "__gnu_cxx::__verbose_terminate_handler"};
+  for (const char* p : runtime)
+    if (starts(p)) return true;
   return false;
 }
 
-void append_frame(std::string& out, std::uintptr_t pc, bool created_by) {
+// One printable frame: a machine-code function (`offset` set) or a
+// function inlined into it.
+struct frame {
+  std::string name;  // func_print_name's form
+  std::string base;  // func_base_name's form, for hidden()
+  std::string file;
+  int line = 0;
+  std::string object;
+  std::uintptr_t offset = 0;
+  bool inlined = false;
+  std::string decl_file;  // where the function is declared, if known
+  int decl_line = 0;
+};
+
+// The frames at pc, innermost first: the functions inlined there, then the
+// one that holds them.
+void frames_at(std::uintptr_t pc, std::vector<frame>* out, bool* scoped) {
   symbol_info s = symbolize(pc, true);
-  char line[64];
-  std::snprintf(line, sizeof line, " +0x%zx\n",
-                static_cast<std::size_t>(s.offset));
+  *scoped = s.have_scopes;
+  for (const inlined_frame& f : s.inlined)
+    out->push_back({func_print_name(f.function, f.decl_file, f.decl_line),
+                    func_base_name(f.function), f.file, f.line, "", 0, true,
+                    f.decl_file, f.decl_line});
+  out->push_back({s.function.empty()
+                      ? "?"
+                      : func_print_name(s.function, s.decl_file, s.decl_line),
+                  func_base_name(s.function), s.file, s.line, s.object,
+                  s.offset, false, s.decl_file, s.decl_line});
+}
+
+void append_frame(std::string& out, const frame& f, bool created_by,
+                  const char* note = nullptr) {
   if (created_by) out += "created by ";
-  out += s.function.empty() ? "?" : s.function;
+  out += f.name;
   if (!created_by) out += "(...)";
   out += "\n\t";
-  // Go's "\t/path/file.go:123 +0x45"; the object's path without DWARF.
-  if (!s.file.empty()) {
-    out += s.file;
+  // Go's "\t/path/file.go:123 +0x45" (an inlined frame has no pc of its
+  // own: no offset); the object's path without DWARF.
+  if (!f.file.empty()) {
+    out += f.file;
     out += ':';
-    out += std::to_string(s.line);
+    out += std::to_string(f.line);
   } else {
-    out += s.object.empty() ? "?" : s.object;
+    out += f.object.empty() ? "?" : f.object;
   }
-  out += line;
+  if (note != nullptr) {
+    out += note;
+  } else if (!f.inlined) {
+    char off[32];
+    std::snprintf(off, sizeof off, " +0x%zx",
+                  static_cast<std::size_t>(f.offset));
+    out += off;
+  }
+  out += '\n';
+}
+
+// The frames of pcs (innermost first), without the hidden ones, then the
+// goroutine's own function (G.startpc) if no frame was it: a function that
+// ends in a call may leave by a tail call (jmp), and the goroutine's first
+// frame is then the closure's entry, which is hidden.
+void append_frames(std::string& out, const std::uintptr_t* pcs, int n,
+                   const void* startpc) {
+  std::string start_name;
+  frame start;
+  if (startpc != nullptr) {
+    std::vector<frame> fs;
+    bool scoped = false;
+    frames_at(reinterpret_cast<std::uintptr_t>(startpc), &fs, &scoped);
+    start = fs.back();
+    if (!start.base.empty() && !hidden(start.base, true))
+      start_name = func_print_name(start.base, "", 0);
+  }
+  // A frame is the goroutine's function if it is declared where that is
+  // (the linkage name of an inlined lambda is not known), else by name.
+  auto is_start = [&](const frame& f) {
+    if (!start.decl_file.empty() && !f.decl_file.empty())
+      return f.decl_file == start.decl_file && f.decl_line == start.decl_line;
+    return func_print_name(f.base, "", 0) == start_name;
+  };
+  bool seen = false;
+  std::vector<frame> fs;
+  for (int i = 0; i < n; i++) {
+    fs.clear();
+    bool scoped = false;
+    frames_at(pcs[i], &fs, &scoped);
+    for (const frame& f : fs) {
+      if (!start_name.empty() && is_start(f)) seen = true;
+      if (!f.base.empty() && hidden(f.base, scoped)) continue;
+      append_frame(out, f, false);
+    }
+  }
+  // (With no frames at all, not started yet or its stack unavailable: the
+  // function it runs, as Go prints a goroutine that has not run.)
+  if (!start_name.empty() && !seen) {
+    // Its declaration's line (a lambda's), not its first instruction's,
+    // which may be code inlined from a header.
+    if (!start.decl_file.empty() && start.decl_line > 0) {
+      start.file = start.decl_file;
+      start.line = start.decl_line;
+    }
+    start.inlined = n == 0;  // no offset: not a pc of the goroutine's
+    append_frame(out, start, false,
+                 n == 0 ? nullptr
+                        : " (the goroutine's function; not on the stack: "
+                          "it left by a tail call)");
+  }
+}
+
+// "created by F in goroutine N": the innermost frame at the spawn that is
+// neither goro::go itself nor hidden; none for goroutines the runtime
+// starts (goroutine 1, which goro::run starts, as Go's main goroutine).
+void append_created_by(std::string& out, G* gp) {
+  if (gp->gopc == nullptr) return;
+  std::vector<frame> fs;
+  bool scoped = false;
+  frames_at(reinterpret_cast<std::uintptr_t>(gp->gopc) - 1, &fs, &scoped);
+  for (const frame& f : fs) {
+    if (f.base.empty() || f.base.compare(0, 9, "goro::go<") == 0 ||
+        hidden(f.base, scoped))
+      continue;
+    std::string created;
+    append_frame(created, f, true);
+    char in[48];
+    std::snprintf(in, sizeof in, " in goroutine %llu",
+                  static_cast<unsigned long long>(gp->parent_goid));
+    if (gp->parent_goid != 0) created.insert(created.find('\n'), in);
+    out += created;
+    return;
+  }
 }
 
 // A goroutine running (or in a blocking call) on another thread: its frames
@@ -169,7 +300,11 @@ bool interrupted_frames(G* gp, pc_buf* b) {
 #endif
 }
 
-void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
+// given: frames already collected (a panic's, from where it was thrown;
+// n may be 0), printed instead of unwinding the goroutine now.
+void append_goroutine(std::string& out, G* gp, G* self, bool interrupt,
+                      const pc_buf* given = nullptr,
+                      const char* note = nullptr) {
   std::uint32_t st = readgstatus(gp);
   char head[200];
   wait_reason why = gp->waitreason.load(std::memory_order_relaxed);
@@ -190,8 +325,11 @@ void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
                 static_cast<unsigned long long>(gp->goid), what, waited,
                 gp->lockedm != nullptr ? ", locked to thread" : "");
   out += head;
+  if (note != nullptr) out += note;
   pc_buf b;
-  if (gp == self) {
+  if (given != nullptr) {
+    b = *given;
+  } else if (gp == self) {
     collect_here(&b);
   } else if ((st == g_waiting || st == g_runnable) && gp->sched_sp != nullptr) {
     if (!switched_out_frames(gp, &b))
@@ -203,26 +341,12 @@ void append_goroutine(std::string& out, G* gp, G* self, bool interrupt) {
     if (!interrupt || !interrupted_frames(gp, &b))
       out += "\tgoroutine running on other thread; stack unavailable\n";
   }
-  int shown = 0;
-  for (int i = 0; i < b.n && i < max_frames; i++) {
-    symbol_info s = symbolize(b.pcs[i]);
-    if (!s.function.empty() && hidden(s.function)) continue;
-    append_frame(out, b.pcs[i], false);
-    shown++;
-  }
-  if (b.n > max_frames) out += "...additional frames elided...\n";
-  if (gp->gopc != nullptr) {
-    std::string created;
-    append_frame(created, reinterpret_cast<std::uintptr_t>(gp->gopc) - 1, true);
-    // "created by F in goroutine N" (Go 1.21's form).
-    std::size_t nl = created.find('\n');
-    char in[48];
-    std::snprintf(in, sizeof in, " in goroutine %llu",
-                  static_cast<unsigned long long>(gp->parent_goid));
-    if (gp->parent_goid != 0) created.insert(nl, in);
-    out += created;
-  }
-  (void)shown;
+  // (A stack cut short holds the goroutine's function further out.)
+  bool cut = b.truncated || b.n > max_frames;
+  append_frames(out, b.pcs, b.n < max_frames ? b.n : max_frames,
+                cut ? nullptr : gp->startpc);
+  if (cut) out += "...additional frames elided...\n";
+  append_created_by(out, gp);
 }
 
 struct all_ctx {
@@ -251,6 +375,18 @@ void sigquit_handler(int, siginfo_t*, void*) {
 std::string goroutine_trace(G* gp) {
   std::string out;
   append_goroutine(out, gp, getg(), false);
+  return out;
+}
+
+std::string goroutine_trace_at(G* gp, const std::uintptr_t* pcs, int n,
+                               bool truncated, const char* note) {
+  pc_buf b;
+  for (int i = 0; i < n && i < max_frames; i++) b.pcs[b.n++] = pcs[i];
+  // More frames than shown: append_goroutine's "elided" line, and no
+  // goroutine function looked for among the top ones.
+  b.truncated = truncated || n > max_frames;
+  std::string out;
+  append_goroutine(out, gp, getg(), false, &b, note);
   return out;
 }
 
@@ -303,7 +439,7 @@ void fatal_dump(const char* msg) {
   if (dying.exchange(true)) {
     for (;;) pause();
   }
-  std::fflush(nullptr);
+  flush_program_output();
   std::fprintf(stderr, "fatal error: %s\n", msg);
   std::fflush(stderr);
   print_fatal_traceback(2);
@@ -316,11 +452,14 @@ void sigquit_install() {
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
   // Only if the program has not set its own handler (as Go, which leaves a
-  // caller's SIGQUIT handler alone).
+  // caller's SIGQUIT handler alone). An ignored SIGQUIT, inherited from
+  // the parent (nohup, some process supervisors), is taken over: Go keeps
+  // an inherited SIG_IGN only for SIGHUP and SIGINT.
   struct sigaction old {};
   if (sigaction(SIGQUIT, nullptr, &old) == 0 &&
-      (old.sa_flags & SA_SIGINFO ? old.sa_sigaction == nullptr
-                                 : old.sa_handler == SIG_DFL))
+      (old.sa_flags & SA_SIGINFO
+           ? old.sa_sigaction == nullptr
+           : old.sa_handler == SIG_DFL || old.sa_handler == SIG_IGN))
     sigaction(SIGQUIT, &sa, nullptr);
 }
 
@@ -330,6 +469,7 @@ void sigquit_check() {
   // their stacks (switched-out ones are unwound from their saved context;
   // the process exits right after).
   std::string s = "SIGQUIT: quit\n\n" + all_goroutines_trace(true);
+  flush_program_output();
   ssize_t r = ::write(2, s.data(), s.size());
   (void)r;
   _exit(2);

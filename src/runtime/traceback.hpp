@@ -22,6 +22,13 @@ struct G;
 // is stopped, or everything is parked); one running on another thread, or
 // in a blocking call, shows no frames unless `interrupt` (below).
 std::string goroutine_trace(G* gp);
+// The same with frames collected before (pcs, innermost first, return
+// addresses already moved back into their calls): a panic's, from where
+// it was thrown; a stack overflow's, from the faulting context.
+// `truncated`: the stack goes on past pcs ("...additional frames
+// elided..."). `note`, if set, is printed right after the header line.
+std::string goroutine_trace_at(G* gp, const std::uintptr_t* pcs, int n,
+                               bool truncated, const char* note = nullptr);
 // The same for a goroutine running (or blocked in a call) on another
 // thread, whose frames are asked of that thread with a signal.
 std::string running_goroutine_trace(G* gp);
