@@ -195,15 +195,16 @@ TEST_P(GoRuntimeProc, GoroutineParallelism2) {
       const int N = goro_test::scaled(10, 3);
       for (int attempt = 0; attempt < N; attempt++) {
         if (load) {
+          // Shared: the spinners may still read it after main goes on.
+          auto x = std::make_shared<std::atomic<std::uint32_t>>(0);
           auto done = goro::make_chan<bool>();
-          std::atomic<std::uint32_t> x{0};
           for (int p = 0; p < P; p++)
-            goro::go([&x, done, P] {
-              if (x.fetch_add(1) + 1 == std::uint32_t(P)) {
+            goro::go([x, done, P] {
+              if (x->fetch_add(1) + 1 == std::uint32_t(P)) {
                 done.send(true);
                 return;
               }
-              while (x.load() != std::uint32_t(P)) spin_step();
+              while (x->load() != std::uint32_t(P)) spin_step();
             });
           done.recv();
         }
