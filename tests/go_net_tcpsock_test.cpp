@@ -124,7 +124,7 @@ TEST_P(GoTcpSock, TCPConcurrentAccept) {
 TEST_P(GoTcpSock, TCPStress) {
   run([] {
     const int conns = 2, msg_len = 512;
-    const int msgs = goro_test::scaled(10000, 1000);
+    int msgs = goro_test::scaled(10000, 1000);  // not const: captured
     listener ln = goro::net::listen("tcp", "127.0.0.1:0");
     auto done = goro::make_chan<bool>();
     std::atomic<int> failed{0};

@@ -161,8 +161,8 @@ TEST_P(GoNet, PacketConnClose) {
   run([] {
     const std::string path = goro_test::unix_path("pc");
     for (auto [network, address] :
-         {std::pair<std::string, std::string>{"udp", "127.0.0.1:0"},
-          {"unixgram", path}}) {
+         std::initializer_list<std::pair<std::string, std::string>>{
+             {"udp", "127.0.0.1:0"}, {"unixgram", path}}) {
       auto c = goro::net::listen_packet(network, address);
       auto to = c.local_addr();
       c.close();

@@ -88,7 +88,7 @@ TEST_P(GoRuntimeProc, StopTheWorldDeadlock) {
     auto compl_ = goro::make_chan<bool>(2);
     // Go: 1000 of each. Fewer here: each costs a time slice at GOMAXPROCS 1
     // (see StopTheWorldLatency).
-    const int n = goro_test::scaled(200, 50);
+    int n = goro_test::scaled(200, 50);  // not const: captured below
     goro::go([compl_, n] {
       for (int i = 0; i < n / 10; i++) goro::debug::stack(true);
       compl_.send(true);
@@ -190,8 +190,8 @@ TEST_P(GoRuntimeProc, GoroutineParallelism2) {
   const int P = GetParam() < 2 ? 2 : GetParam();  // pairs of goroutines
   goro_test::run_at(GetParam(), [P] {
     goro_test::min_procs procs(P);
-    for (auto [load, netpoll] :
-         {std::pair{true, false}, {false, true}, {true, true}}) {
+    for (auto [load, netpoll] : std::initializer_list<std::pair<bool, bool>>{
+             {true, false}, {false, true}, {true, true}}) {
       const int N = goro_test::scaled(10, 3);
       for (int attempt = 0; attempt < N; attempt++) {
         if (load) {
@@ -234,7 +234,7 @@ TEST_P(GoRuntimeProc, GoroutineParallelism2) {
 // Go: TestBlockLocked. A locked goroutine blocks on channel sends.
 TEST_P(GoRuntimeProc, BlockLocked) {
   run([] {
-    const int N = 10;
+    int N = 10;  // not const: captured below
     auto c = goro::make_chan<bool>();
     goro::go([c, N] {
       goro::lock_os_thread();
@@ -303,7 +303,7 @@ TEST_P(GoRuntimeProc, TimerFairness2) {
 // spinning until it is its turn: at GOMAXPROCS 1 this needs preemption.
 TEST_P(GoRuntimeProc, Preemption) {
   run([] {
-    const int N = 5;
+    int N = 5;  // not const: captured below
     auto c = goro::make_chan<bool>();
     std::atomic<std::uint32_t> x{0};
     for (std::uint32_t g = 0; g < 2; g++)
