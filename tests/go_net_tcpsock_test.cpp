@@ -211,13 +211,18 @@ TEST_P(GoTcpSock, CopyPipeIntoTCP) {
     int p[2];
     ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
     goro::fd r(p[0]), w(p[1]);
-    goro::go([&w] {
+    auto closed = goro::make_chan<bool>(1);
+    goro::go([&w, closed] {
       w.write("hi", 2);
       w.close();
+      closed.send(true);
     });
     char buf[64];
     while (std::size_t n = r.read(buf, sizeof buf)) c.write(buf, n);
     c.close();
+    // The reader sees end of stream while w.close() may still be running:
+    // w must outlive that call (TSan caught the destructor racing it).
+    closed.recv();
     EXPECT_EQ(*got.recv(), 2u);
   });
 }
