@@ -494,6 +494,13 @@ TEST_P(GoNetTimeout, VariousDeadlines) {
 // again by two goroutines while the peer closes: reads and writes end with
 // end of stream or an error, never hang.
 TEST_P(GoNetTimeout, ReadWriteProlongedTimeout) {
+  // At GOMAXPROCS 1 the client runs only once the server's writer parks on
+  // a full socket buffer (I/O loops are not preempted: see
+  // go_runtime_proc_test's PreemptionDuringIO); under TSan, a million
+  // 1-byte writes take ~25 s.
+  if (GORO_TEST_TSAN && GetParam() == 1)
+    GTEST_SKIP() << "25 s under TSan at GOMAXPROCS 1 (FINDING: I/O loops "
+                    "are not preempted)";
   run([] {
     tcp_pair p;
     goro::wait_group wg;
@@ -520,11 +527,7 @@ TEST_P(GoNetTimeout, ReadWriteProlongedTimeout) {
       wg.done();
     });
     char b[1] = {};
-    // 1000 in Go. Under TSan (no signal preemption) each round at
-    // GOMAXPROCS 1 waits for the server's writer to park: see
-    // go_runtime_proc_test's PreemptionDuringIO.
-    const int rounds = goro_test::scaled(1000, 1000, 200);
-    for (int i = 0; i < rounds; i++) {
+    for (int i = 0; i < 1000; i++) {
       p.client.write(b, 1);
       p.client.read(b, 1);
     }
