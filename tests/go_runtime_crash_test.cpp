@@ -245,10 +245,9 @@ TEST_P(GoRuntimeCrash, GoexitDefer) {
 // Go: TestGoNil. `go f()` with a nil f panics in the caller (recoverable),
 // not in the new goroutine; after recovering, main blocks: a deadlock.
 TEST_P(GoRuntimeCrash, GoNil) {
-  SKIP_FINDING(
-      "goro::go(std::function<void()>{}) is accepted; the new goroutine "
-      "then dies with panic: bad_function_call. Go panics in the caller "
-      "('go of nil func value'), which can recover");
+  // Was a finding: goro::go accepted the empty function and the new
+  // goroutine died with "panic: bad_function_call". It now throws
+  // std::invalid_argument("go of nil func value") in the caller.
   EXPECT_EXIT(
       {
         goro::run(opts(), [] {

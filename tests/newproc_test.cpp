@@ -174,3 +174,22 @@ TEST(LazyStack, OwnSizeAndDefaultMixed) {
 }
 
 }  // namespace
+
+// Go's `go f()` with a nil f panics in the caller ("go of nil func
+// value"): goro::go throws there, before a goroutine exists.
+TEST(Newproc, NilCallableThrowsInTheCaller) {
+  goro::run([] {
+    void (*null_fn)() = nullptr;
+    EXPECT_THROW(goro::go(null_fn), std::invalid_argument);
+    EXPECT_THROW(goro::go(std::function<void()>{}), std::invalid_argument);
+    bool ran = false;
+    goro::wait_group wg;
+    wg.add(1);
+    goro::go(std::function<void()>([&] {
+      ran = true;
+      wg.done();
+    }));
+    wg.wait();
+    EXPECT_TRUE(ran);
+  });
+}

@@ -123,6 +123,26 @@ const void* start_pc(const F& f) noexcept {
   }
 }
 
+template <class T>
+struct is_std_function : std::false_type {};
+template <class R, class... A>
+struct is_std_function<std::function<R(A...)>> : std::true_type {};
+
+// A callable that can be empty: a null function or member pointer, or an
+// empty std::function. goro::go refuses it in the caller, as Go's `go f()`
+// with a nil f panics there ("go of nil func value"), instead of starting
+// a goroutine that dies at once.
+template <class F>
+bool is_nil_callable(const F& f) noexcept {
+  using D = std::decay_t<F>;
+  if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D>)
+    return f == nullptr;
+  else if constexpr (is_std_function<D>::value)
+    return !static_cast<bool>(f);
+  else
+    return false;
+}
+
 template <class Fn>
 struct closure {
   Fn fn;
@@ -157,6 +177,8 @@ auto bind_call(F&& f, Args&&... args) {
 template <class F, class... Args>
 [[gnu::always_inline]] inline void go(const go_options& opt, F&& fn,
                                       Args&&... args) {
+  if (detail::is_nil_callable(fn))
+    throw std::invalid_argument("go of nil func value");
   using Fn = std::decay_t<decltype(detail::bind_call(
       std::forward<F>(fn), std::forward<Args>(args)...))>;
   using C = detail::closure<Fn>;
