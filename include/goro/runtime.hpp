@@ -134,7 +134,9 @@ struct is_std_function<std::function<R(A...)>> : std::true_type {};
 // a goroutine that dies at once.
 template <class F>
 bool is_nil_callable(const F& f) noexcept {
-  using D = std::decay_t<F>;
+  // remove_cvref, not decay: a function passed by name is a reference that
+  // can never be null (and comparing it would not compile under -Werror).
+  using D = std::remove_cvref_t<F>;
   if constexpr (std::is_pointer_v<D> || std::is_member_pointer_v<D>)
     return f == nullptr;
   else if constexpr (is_std_function<D>::value)

@@ -402,6 +402,12 @@ void stack_restore_slow(G* gp) {
 
 std::size_t stackshrink_release() {
   if (debug.stackrelease <= 0) return 0;
+#ifdef GORO_HAVE_TSAN
+  // Release is off under TSan (release_init), so skip the scan too: its
+  // lock-free walk of allgs reads fields of Gs that TSan cannot order
+  // after their last stackfree.
+  return 0;
+#endif
   // A scan walks every G: at most once a second, and no more often than
   // an eighth of the threshold (every 7.5 s by default).
   std::int64_t now = nanotime();

@@ -29,10 +29,19 @@ namespace {
 // its P free to be stopped by the current stopper.
 std::uint32_t worldsema = 1;
 
+// Every P but the caller's own (Go's preemptone skips the current M): the
+// stopper keeps running after start_the_world, so asking its own
+// goroutine to yield would hand its P to whatever is runnable for a whole
+// time slice at its next runtime entry (at gomaxprocs 1, ~10 ms per
+// goro::gomaxprocs call next to a busy goroutine; Go's
+// TestStopTheWorldDeadlock, ported as StopTheWorldLatency).
 void preemptall() {
+  M* mp = getm();
+  P* self = mp != nullptr ? mp->p : nullptr;
   std::int32_t n = gomaxprocs_now();
   for (std::int32_t i = 0; i < n; i++)
-    if (allp[i]->status.load(std::memory_order_relaxed) == p_running)
+    if (allp[i] != self &&
+        allp[i]->status.load(std::memory_order_relaxed) == p_running)
       preemptone(allp[i]);
 }
 
