@@ -957,6 +957,11 @@ struct json_out {
 std::string short_name(const std::string& fn) {
   const std::string key = "bind_call<";
   std::size_t i = fn.find(key);
+  // Goroutine 1: the function given to goro::run, behind run_main's own
+  // closure (Go's traces name it runtime.main).
+  if (i == std::string::npos &&
+      fn.find("goro::detail::closure<goro::detail::run_main") == 0)
+    return "goro::run";
   if (i == std::string::npos) {
     std::size_t paren = fn.find('(');
     return paren == std::string::npos || paren == 0 ? fn : fn.substr(0, paren);
