@@ -30,6 +30,8 @@
 #include <functional>
 #include <string>
 
+#include "go_port_support.hpp"
+
 // 1: skip the tests that show a finding not fixed yet (build with
 // -DGORO_GO_FINDING_SKIPS=0 to run them).
 #ifndef GORO_GO_FINDING_SKIPS
@@ -87,7 +89,7 @@ class GoRuntimeCrash : public ::testing::TestWithParam<int> {
   }
 };
 
-INSTANTIATE_TEST_SUITE_P(Procs, GoRuntimeCrash, ::testing::Values(1, 2, 4),
+INSTANTIATE_TEST_SUITE_P(Procs, GoRuntimeCrash, GO_PORT_PROCS,
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "gomaxprocs" + std::to_string(i.param);
                          });

@@ -162,8 +162,13 @@ TEST(TracebackFrames, InlinedGoroCallShowsTheUsersLine) {
 
 TEST(TracebackFrames, FunctionLeftByATailCallStillShows) {
   FRAMES_TEST_NEED_LINES();
+  // The locker ends holding the mutex, possibly after run() returned (it
+  // is woken by the unlock below): the mutex must outlive this scope, so
+  // it lives on the heap, reachable from a static (no leak report).
+  static goro::mutex* keep = nullptr;
+  keep = new goro::mutex;
   goro::run([] {
-    goro::mutex m;
+    goro::mutex& m = *keep;
     m.lock();
     goro::go(frames_test_tail_locker, &m);
     std::string dump, b;
