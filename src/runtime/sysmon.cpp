@@ -296,8 +296,13 @@ void* sysmon(void*) {
         std::int64_t next = timer_sleep_until();
         if (next != 0 && next - now < sleep)
           sleep = next - now > 0 ? next - now : 0;
-        bool woken = sysmonnote.tsleep(sleep);
-        if (!woken && sched.main_active.load() > 0) {
+        (void)sysmonnote.tsleep(sleep);
+        // Re-check also when woken: checkdead decides from the state it
+        // sees under sched.lock (any M running, a runnable G, a timer or a
+        // running plain thread means no verdict), so an extra call is
+        // harmless, and a wake-up must not skip the re-check that ends the
+        // one-second grace for threads goro does not know.
+        if (sched.main_active.load() > 0) {
           lock_guard lk(sched.lock);
           checkdead();
         }
