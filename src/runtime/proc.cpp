@@ -294,8 +294,15 @@ int run_main(const options* opt, std::function<int()> main_fn,
   using C = closure<decltype(body)>;
   spawn_slot slot = newproc_prepare(0, sizeof(C), alignof(C));
   ::new (slot.storage) C{body};
-  newproc_commit(slot, &C::entry, startpc);
+  // Armed before goroutine 1 can run (and block): deadlock detection must
+  // see the run. A sysmon already in its deep idle sleep computed that
+  // sleep as a minute, with no run active: wake it, so that it re-checks
+  // every 100 ms from now on. Both sides are seq_cst (Dekker with
+  // sysmonwait): either sysmon's later load sees main_active, or this
+  // load sees sysmonwait and wakes it.
   rt::sched.main_active.fetch_add(1);
+  rt::sysmon_wake_if_waiting();
+  newproc_commit(slot, &C::entry, startpc);
   rt::thread_park(st.done);
   rt::sched.main_active.fetch_sub(1);
   rt::trace_env_stop();  // GORO_TRACE's file is written when run returns

@@ -365,7 +365,8 @@ void sysmon_wake_if_waiting() {
   // sysmon. A wake-up that arrives after sysmon woke by itself leaves the
   // note set, which only shortens its next deep sleep.
   bool waiting = true;
-  if (sysmonwait.load(std::memory_order_relaxed) &&
+  // seq_cst load: goro::run pairs it with its store to main_active.
+  if (sysmonwait.load() &&
       sysmonwait.compare_exchange_strong(waiting, false))
     sysmonnote.wakeup();
 }
