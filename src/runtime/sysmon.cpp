@@ -366,8 +366,7 @@ void sysmon_wake_if_waiting() {
   // note set, which only shortens its next deep sleep.
   bool waiting = true;
   // seq_cst load: goro::run pairs it with its store to main_active.
-  if (sysmonwait.load() &&
-      sysmonwait.compare_exchange_strong(waiting, false))
+  if (sysmonwait.load() && sysmonwait.compare_exchange_strong(waiting, false))
     sysmonnote.wakeup();
 }
 
