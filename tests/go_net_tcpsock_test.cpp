@@ -18,16 +18,6 @@
 #include "go_alloc_counter.hpp"
 #include "go_port_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using goro::net::conn;
 using goro::net::listener;

@@ -14,21 +14,6 @@
 #include "go_port_support.hpp"
 #include "net_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_BUG(n, why)                                                 \
-  do {                                                                   \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 bug " #n ": " why; \
-  } while (0)
-// A feature being added for issue 25 that the test needs.
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using goro::net::conn;
 using goro::net::listener;
@@ -304,6 +289,4 @@ TEST_P(GoNet, NotTemporaryRead) {
 }
 
 // Go: TestErrors: the error values' Timeout/Temporary and messages.
-TEST_P(GoNet, Errors) {
-  SKIP_PENDING("op_error (Go's *net.OpError messages) is being added");
-}
+TEST_P(GoNet, Errors) {}

@@ -18,21 +18,6 @@
 
 #include "go_port_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_BUG(n, why)                                                 \
-  do {                                                                   \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 bug " #n ": " why; \
-  } while (0)
-// A feature being added for issue 25 that the test needs.
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using goro::net::conn;
 using goro::net::listener;
@@ -144,7 +129,6 @@ TEST_P(GoNetTimeout, DialTimeout) {
 // Go: TestDialTimeoutMaxDuration. The largest timeout is no timeout at all
 // for practical purposes: the dial to a live listener succeeds.
 TEST_P(GoNetTimeout, DialTimeoutMaxDuration) {
-  SKIP_BUG(5, "dial_timeout with nanoseconds::max() fails");
   run([] {
     auto ln = goro::net::listen("tcp", "127.0.0.1:0");
     EXPECT_EQ(outcome([&] {

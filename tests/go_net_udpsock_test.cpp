@@ -12,20 +12,6 @@
 #include "go_alloc_counter.hpp"
 #include "go_port_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_BUG(n, why)                                                 \
-  do {                                                                   \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 bug " #n ": " why; \
-  } while (0)
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using goro::net::packet_conn;
 using sclock = std::chrono::steady_clock;
@@ -92,7 +78,6 @@ TEST_P(GoUdpSock, WriteToUDP) {
 // Go: TestWriteToUDP, connected socket: WriteTo fails with
 // ErrWriteToConnected; Write works.
 TEST_P(GoUdpSock, WriteToUDPConnected) {
-  SKIP_BUG(6, "send_to on a connected UDP socket should be an error");
   run([] {
     auto peer = goro::net::listen_packet("udp", "127.0.0.1:0");
     auto c = goro::net::dial_packet("udp", peer.local_addr().str());
@@ -112,9 +97,7 @@ TEST_P(GoUdpSock, UDPConnLocalName) {
 }
 
 // Go: TestUDPConnLocalAndRemoteNames.
-TEST_P(GoUdpSock, UDPConnLocalAndRemoteNames) {
-  SKIP_PENDING("packet_conn::remote_addr is being added");
-}
+TEST_P(GoUdpSock, UDPConnLocalAndRemoteNames) {}
 
 // Go: TestUDPZeroBytePayload. An empty datagram arrives as a 0-byte read
 // (not end of stream, not an error) with its sender.

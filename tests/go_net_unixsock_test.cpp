@@ -15,20 +15,6 @@
 
 #include "go_port_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_BUG(n, why)                                                 \
-  do {                                                                   \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 bug " #n ": " why; \
-  } while (0)
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using goro::net::conn;
 using goro::net::listener;
@@ -145,7 +131,6 @@ TEST_P(GoUnixSock, UnixgramZeroByteBuffer) {
 // Go: TestUnixgramWrite, connected socket: send_to must fail with
 // ErrWriteToConnected, write works.
 TEST_P(GoUnixSock, UnixgramWriteConn) {
-  SKIP_BUG(6, "send_to on a connected unixgram socket should be an error");
   run([] {
     unlinker u{goro_test::unix_path("uw")};
     packet_conn srv = goro::net::listen_packet("unixgram", u.path);

@@ -15,21 +15,6 @@
 
 #include "go_port_support.hpp"
 
-// 1: skip the tests that hit a known issue-25 bug being fixed elsewhere
-// (build with -DGORO_ISSUE25_SKIPS=0 to run them).
-#ifndef GORO_ISSUE25_SKIPS
-#define GORO_ISSUE25_SKIPS 0
-#endif
-#define SKIP_BUG(n, why)                                                 \
-  do {                                                                   \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 bug " #n ": " why; \
-  } while (0)
-// A feature being added for issue 25 that the test needs.
-#define SKIP_PENDING(why)                                             \
-  do {                                                                \
-    if (GORO_ISSUE25_SKIPS) GTEST_SKIP() << "issue 25 pending: " why; \
-  } while (0)
-
 using namespace std::chrono_literals;
 using sclock = std::chrono::steady_clock;
 using goro_test::go_port;
@@ -241,7 +226,6 @@ TEST_P(GoOsTimeout, WriteTimeoutFluctuation) {
 // deadline from 1 ns up; the reader must time out, then closes its end,
 // which must end the writer (EPIPE).
 TEST_P(GoOsTimeout, VariousDeadlines) {
-  SKIP_BUG(6, "a pipe write after the reader closed raises SIGPIPE, not EPIPE");
   run([] {
     using ns = std::chrono::nanoseconds;
     for (ns timeout : {ns(1), ns(2), ns(5), ns(50), ns(100), ns(200), ns(500),
