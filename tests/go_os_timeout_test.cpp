@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <goro/goro.hpp>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "go_port_support.hpp"
@@ -50,16 +52,19 @@ struct os_pipe {
   }
 };
 
-// Writes into w until the pipe is full (a write deadline in the past
-// stops it) : used to make the next write block.
+// Writes into w until the pipe is full, so that the next write must wait.
+// goro::fd made the descriptor non-blocking: plain writes stop at EAGAIN.
+// (A write deadline as the stop could expire before the first write on a
+// loaded machine, leaving the pipe empty.)
 void fill(goro::fd& w) {
   std::vector<char> b(64 * 1024, 'f');
-  w.set_write_deadline(sclock::now() + 20ms);
-  try {
-    for (;;) w.write(b.data(), b.size());
-  } catch (const goro::deadline_exceeded&) {
+  for (;;) {
+    ssize_t n = ::write(w.get(), b.data(), b.size());
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    throw std::system_error(errno, std::system_category(), "fill");
   }
-  w.set_write_deadline({});
 }
 
 }  // namespace
