@@ -12,8 +12,10 @@
 // interposed), on a plain thread and in a goroutine. Also a poll() of a
 // ready descriptor with timeout 0 and -1 (both return at once) against
 // SYS_poll. Prints RESULT <context>_<call>_<impl>_ns (per call: a
-// write+read round is two) and the interposed/raw ratio per case; the
-// minimum of --reps repetitions of --ms milliseconds each.
+// write+read round is two) and <context>_<call>_ratio (interposed/raw) per
+// case, the minimum of --reps repetitions of --ms milliseconds each;
+// contexts: thread (before the runtime starts), goroutine, rtthread (a
+// plain thread while the runtime runs).
 //
 //   goro_interpose_cost [--ms 200] [--reps 5]
 #include <poll.h>
@@ -174,7 +176,7 @@ int main(int argc, char** argv) {
       for (const auto& c : cases) {
         double raw = time_case(c.raw);
         double libc = time_case(c.libc);
-        report("thread_rt", c, libc, raw);
+        report("rtthread", c, libc, raw);
       }
     });
     goro::blocking([&] { t.join(); });

@@ -3,7 +3,9 @@
 # examples/pg_redis_service.cpp's test. Source it (bash), then:
 #
 #   servers_start DIR [pg] [redis]   start them under DIR (a fresh, empty
-#                                    directory); returns non-zero with the
+#                                    directory, which user postgres must
+#                                    be able to reach when run as root);
+#                                    returns non-zero with the
 #                                    reason in SERVERS_WHY when one cannot
 #                                    start (missing binary, initdb failed...)
 #   servers_stop                     stop whatever servers_start started
@@ -85,6 +87,10 @@ _srv_start_pg() {
     chown -R postgres: "$dir"
     chmod 755 "$SERVERS_DIR"
     _SRV_AS_PG=(runuser -u postgres --)
+    if ! "${_SRV_AS_PG[@]}" test -w "$dir/sock"; then
+      SERVERS_WHY="user postgres cannot reach $dir (a parent directory not searchable by others?)"
+      return 1
+    fi
   fi
   if ! timeout "$SERVERS_TIMEOUT" "${_SRV_AS_PG[@]}" "$PG_BINDIR/initdb" \
        -D "$dir/data" -U postgres -A trust -E UTF8 --locale=C --no-sync \
@@ -105,7 +111,7 @@ _srv_start_pg() {
       _SRV_PG_UP=1
       PG_SOCKDIR=$dir/sock
       PG_PORT=$port
-      PG_CONNINFO="host=127.0.0.1 port=$port user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+      PG_CONNINFO="host=127.0.0.1 port=$port user=postgres dbname=postgres sslmode=disable"
       PG_CONNINFO_UNIX="host=$PG_SOCKDIR port=$port user=postgres dbname=postgres"
       export PG_SOCKDIR PG_PORT PG_CONNINFO PG_CONNINFO_UNIX
       return 0
