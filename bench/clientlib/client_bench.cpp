@@ -22,8 +22,11 @@
 // rate (ops/s), p50_us/p99_us (every operation's latency), hwm_kib (peak
 // RSS, ru_maxrss), threads_max (the most entries /proc/self/task had,
 // sampled every 2 ms, the sampler's own thread not counted), minflt and
-// majflt (page faults of the whole run), connect_ms, errors. Its Go twin is
-// bench/go/clientlib (database/sql + lib/pq, redigo) with the same output.
+// majflt (page faults of the whole run), connect_ms, starved (connections
+// that completed no operation in the measured time: a runtime that lets a
+// blocked call hold its thread serves a few connections only), errors. Its Go
+// twin is bench/go/clientlib (database/sql + lib/pq, redigo) with the same
+// output.
 #include <dirent.h>
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
@@ -93,7 +96,8 @@ struct histogram {
 histogram g_hist;
 std::atomic<std::uint64_t> g_ops{0};
 std::atomic<std::uint64_t> g_errors{0};
-clock_type::time_point g_deadline;  // written before the start signal
+std::atomic<std::uint64_t> g_starved{0};  // connections that did no operation
+clock_type::time_point g_deadline;        // written before the start signal
 
 void result(const char* metric, double value, const char* unit) {
   std::printf("RESULT %s %.6g %s\n", metric, value, unit);
@@ -170,6 +174,7 @@ void measure(Op&& op) {
     t0 = t1;
   }
   g_ops.fetch_add(n, std::memory_order_relaxed);
+  if (n == 0) g_starved.fetch_add(1, std::memory_order_relaxed);
 }
 
 // One pg worker: connect, wait_start(), then queries until the deadline.
@@ -374,6 +379,7 @@ int main(int argc, char** argv) {
   result("minflt", static_cast<double>(ru.ru_minflt), "count");
   result("majflt", static_cast<double>(ru.ru_majflt), "count");
   result("connect_ms", 1000 * secs(ph.connected - ph.begin).count(), "ms");
+  result("starved", static_cast<double>(g_starved.load()), "count");
   result("errors", static_cast<double>(g_errors.load()), "count");
   std::fflush(stdout);
   return g_errors.load() == 0 ? 0 : 1;

@@ -21,7 +21,8 @@
 #            plain thread and in a goroutine (goro only)
 # Reported per workload: rate (ops/s), p99_us and p50_us (every operation's
 # latency), hwm_kib (peak RSS), threads_max (most OS threads at once),
-# minflt (page faults), connect_ms (opening all N connections): goro's
+# minflt (page faults), connect_ms (opening all N connections), starved
+# (connections that completed no operation: unfairness): goro's
 # median (min..max), Go's and threads', and goro/Go, goro/threads ratios of
 # the medians. Servers and clients share the machine's CPUs: on a small
 # machine the servers are the bottleneck and the rates mostly measure them.
@@ -248,6 +249,7 @@ hwm_kib max 1.0
 threads_max info -
 minflt info -
 connect_ms info -
+starved info -
 errors info -"
 CSV=$OUT/results.csv
 awk -v spec="$SPEC" -v csv="$CSV" -v order=" ${WORKLOADS[*]} " '

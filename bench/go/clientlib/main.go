@@ -12,7 +12,7 @@
 // libpq's PQexecParams does); redis: SET and GET of the connection's own
 // key alternately, answers checked. Prints the same RESULT lines as the
 // C++ side: rate, p50_us, p99_us, hwm_kib, threads_max, minflt, majflt,
-// connect_ms, errors.
+// connect_ms, starved, errors.
 //
 // Built in GOPATH mode with Debian's packaged sources (no module proxy):
 //
@@ -88,6 +88,7 @@ func quantileUs(q float64) float64 {
 var (
 	ops      uint64
 	errCount uint64
+	starved  uint64 // connections that did no operation
 )
 
 func result(metric string, value float64, unit string) {
@@ -109,6 +110,9 @@ func measure(deadline time.Time, op func() bool) {
 		t0 = t1
 	}
 	atomic.AddUint64(&ops, n)
+	if n == 0 {
+		atomic.AddUint64(&starved, 1)
+	}
 }
 
 func threadCount() int {
@@ -283,6 +287,7 @@ func main() {
 	result("minflt", float64(ru.Minflt), "count")
 	result("majflt", float64(ru.Majflt), "count")
 	result("connect_ms", 1000*t0.Sub(begin).Seconds(), "ms")
+	result("starved", float64(atomic.LoadUint64(&starved)), "count")
 	result("errors", float64(atomic.LoadUint64(&errCount)), "count")
 	if atomic.LoadUint64(&errCount) != 0 {
 		os.Exit(1)
