@@ -9,9 +9,10 @@
 // leaves them), the read always finding its byte: through the libc names
 // (::write/::read, ::send/::recv: libgoro's when interposition is on) and
 // through syscall(SYS_write/SYS_read) (the raw system call, never
-// interposed), on a plain thread and in a goroutine. Also a poll() of a
-// ready descriptor with timeout 0 and -1 (both return at once) against
-// SYS_poll. Prints RESULT <context>_<call>_<impl>_ns (per call: a
+// interposed), on a plain thread and in a goroutine; the same on a pipe
+// (which takes no MSG_DONTWAIT: libgoro polls it before the read). Also a
+// poll() of a ready descriptor with timeout 0 and -1 (both return at once)
+// against SYS_poll. Prints RESULT <context>_<call>_<impl>_ns (per call: a
 // write+read round is two) and <context>_<call>_ratio (interposed/raw) per
 // case, the minimum of --reps repetitions of --ms milliseconds each;
 // contexts: thread (before the runtime starts), goroutine, rtthread (a
@@ -23,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,14 +39,26 @@ namespace {
 int g_ms = 200;
 int g_reps = 5;
 
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "goro_interpose_cost: %s: %s\n", what,
+               std::strerror(errno));
+  std::exit(1);
+}
+
+// A connected pair: a is written, b read. An AF_UNIX stream socketpair,
+// or a pipe (a descriptor that takes no MSG_DONTWAIT: the interposed read
+// polls it first).
 struct fdpair {
   int a = -1, b = -1;
-  fdpair() {
+  explicit fdpair(bool pipe_pair) {
     int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) {
-      std::perror("socketpair");
-      std::exit(1);
+    if (pipe_pair) {
+      if (pipe(sv) != 0) fail("pipe");
+      b = sv[0];
+      a = sv[1];
+      return;
     }
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) fail("socketpair");
     a = sv[0];
     b = sv[1];
   }
@@ -53,12 +67,6 @@ struct fdpair {
     close(b);
   }
 };
-
-[[noreturn]] void fail(const char* what) {
-  std::fprintf(stderr, "goro_interpose_cost: %s: %s\n", what,
-               std::strerror(errno));
-  std::exit(1);
-}
 
 // One round: 1 byte written on a, read on b. Returns the calls it made.
 int rw_libc(const fdpair& p) {
@@ -105,43 +113,48 @@ int poll_raw(const fdpair& p) {
 
 using round_fn = int (*)(const fdpair&);
 
-// ns per call: the best of g_reps timed loops of about g_ms each.
-double time_case(round_fn f) {
-  fdpair p;
-  double best = 1e300;
-  for (int r = 0; r < g_reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto end = t0 + std::chrono::milliseconds(g_ms);
-    std::uint64_t calls = 0;
-    auto now = t0;
-    while (now < end) {
-      for (int i = 0; i < 256; ++i) calls += static_cast<unsigned>(f(p));
-      now = std::chrono::steady_clock::now();
-    }
-    double ns = std::chrono::duration<double, std::nano>(now - t0).count() /
-                static_cast<double>(calls);
-    if (ns < best) best = ns;
+// ns per call of one timed loop of about g_ms.
+double time_once(round_fn f, const fdpair& p) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto end = t0 + std::chrono::milliseconds(g_ms);
+  std::uint64_t calls = 0;
+  auto now = t0;
+  while (now < end) {
+    for (int i = 0; i < 256; ++i) calls += static_cast<unsigned>(f(p));
+    now = std::chrono::steady_clock::now();
   }
-  return best;
+  return std::chrono::duration<double, std::nano>(now - t0).count() /
+         static_cast<double>(calls);
 }
 
 struct pair_case {
   const char* name;
   round_fn libc;
   round_fn raw;
+  bool pipe_pair;
 };
 
 const pair_case cases[] = {
-    {"write_read", rw_libc, rw_raw},
-    {"send_recv", sr_libc, sr_raw},
-    {"poll_ready_t0", poll0_libc, poll_raw},
-    {"poll_ready_inf", pollinf_libc, poll_raw},
+    {"write_read", rw_libc, rw_raw, false},
+    {"send_recv", sr_libc, sr_raw, false},
+    {"pipe_write_read", rw_libc, rw_raw, true},
+    {"poll_ready_t0", poll0_libc, poll_raw, false},
+    {"poll_ready_inf", pollinf_libc, poll_raw, false},
 };
 
-void report(const char* ctx, const pair_case& c, double libc, double raw) {
+// The best of g_reps loops of each, raw and libc alternating (a busy
+// machine's slow patch then hurts both alike).
+void run_case(const char* ctx, const pair_case& c) {
+  fdpair p(c.pipe_pair);
+  double libc = 1e300, raw = 1e300;
+  for (int r = 0; r < g_reps; ++r) {
+    raw = std::min(raw, time_once(c.raw, p));
+    libc = std::min(libc, time_once(c.libc, p));
+  }
   std::printf("RESULT %s_%s_libc_ns %.1f ns\n", ctx, c.name, libc);
   std::printf("RESULT %s_%s_raw_ns %.1f ns\n", ctx, c.name, raw);
   std::printf("RESULT %s_%s_ratio %.3f x\n", ctx, c.name, libc / raw);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -161,22 +174,16 @@ int main(int argc, char** argv) {
   // Plain thread first (the runtime not started yet, then a thread of its
   // own once it is: the interposed calls must stay cheap on both).
   for (const auto& c : cases) {
-    double raw = time_case(c.raw);
-    double libc = time_case(c.libc);
-    report("thread", c, libc, raw);
+    run_case("thread", c);
   }
   return goro::run([] {
     for (const auto& c : cases) {
-      double raw = time_case(c.raw);
-      double libc = time_case(c.libc);
-      report("goroutine", c, libc, raw);
+      run_case("goroutine", c);
     }
     // A plain thread while the runtime runs.
     std::thread t([] {
       for (const auto& c : cases) {
-        double raw = time_case(c.raw);
-        double libc = time_case(c.libc);
-        report("rtthread", c, libc, raw);
+        run_case("rtthread", c);
       }
     });
     goro::blocking([&] { t.join(); });

@@ -215,7 +215,7 @@ read -r -a clients <<<"$CLIENTS"
 for w in "${WORKLOADS[@]}"; do
   if [ "$w" = interpose ]; then
     for run in $(seq "$RUNS"); do
-      if timeout -k 5 "$TIMEOUT" "$COST_BIN" --ms 100 --reps 3 >"$TMP/res" \
+      if timeout -k 5 "$TIMEOUT" "$COST_BIN" --ms 50 --reps 6 >"$TMP/res" \
            2>"$OUT/logs/interpose-run$run.stderr"; then
         awk -v r="$run" '$1 == "RESULT" { print "RESULT interpose goro", r, $2, $3, $4 }' \
           "$TMP/res" >>"$RAW"
