@@ -21,7 +21,9 @@
 // answers checked. Prints the protocol of bench/ (RESULT name value unit):
 // rate (ops/s), p50_us/p99_us (every operation's latency), hwm_kib (peak
 // RSS, ru_maxrss), threads_max (the most entries /proc/self/task had,
-// sampled every 2 ms, the sampler's own thread not counted), minflt and
+// sampled every 2 ms, the sampler's own thread not counted), cpu_us_per_op
+// (the process's user + system CPU time, connecting included, per
+// operation: what the client itself costs), minflt and
 // majflt (page faults of the whole run), connect_ms, starved (connections
 // that completed no operation in the measured time: a runtime that lets a
 // blocked call hold its thread serves a few connections only), errors. Its Go
@@ -376,6 +378,11 @@ int main(int argc, char** argv) {
   result("p99_us", g_hist.quantile_us(0.99), "us");
   result("hwm_kib", static_cast<double>(ru.ru_maxrss), "KiB");
   result("threads_max", threads_max, "count");
+  double cpu_s =
+      static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  result("cpu_us_per_op", ops > 0 ? 1e6 * cpu_s / static_cast<double>(ops) : 0,
+         "us");
   result("minflt", static_cast<double>(ru.ru_minflt), "count");
   result("majflt", static_cast<double>(ru.ru_majflt), "count");
   result("connect_ms", 1000 * secs(ph.connected - ph.begin).count(), "ms");

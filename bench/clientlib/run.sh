@@ -21,6 +21,7 @@
 #            plain thread and in a goroutine (goro only)
 # Reported per workload: rate (ops/s), p99_us and p50_us (every operation's
 # latency), hwm_kib (peak RSS), threads_max (most OS threads at once),
+# cpu_us_per_op (the client process's CPU time per operation),
 # minflt (page faults), connect_ms (opening all N connections), starved
 # (connections that completed no operation: unfairness): goro's
 # median (min..max), Go's and threads', and goro/Go, goro/threads ratios of
@@ -247,6 +248,7 @@ p99_us info -
 p50_us info -
 hwm_kib max 1.0
 threads_max info -
+cpu_us_per_op info -
 minflt info -
 connect_ms info -
 starved info -

@@ -11,8 +11,8 @@
 // lib/pq sends Parse/Bind/Describe/Execute/Sync in one round trip, as
 // libpq's PQexecParams does); redis: SET and GET of the connection's own
 // key alternately, answers checked. Prints the same RESULT lines as the
-// C++ side: rate, p50_us, p99_us, hwm_kib, threads_max, minflt, majflt,
-// connect_ms, starved, errors.
+// C++ side: rate, p50_us, p99_us, hwm_kib, threads_max, cpu_us_per_op,
+// minflt, majflt, connect_ms, starved, errors.
 //
 // Built in GOPATH mode with Debian's packaged sources (no module proxy):
 //
@@ -284,6 +284,12 @@ func main() {
 	result("p99_us", quantileUs(0.99), "us")
 	result("hwm_kib", float64(ru.Maxrss), "KiB")
 	result("threads_max", float64(threadsMax), "count")
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	perOp := 0.0
+	if n > 0 {
+		perOp = 1e6 * cpu / float64(n)
+	}
+	result("cpu_us_per_op", perOp, "us")
 	result("minflt", float64(ru.Minflt), "count")
 	result("majflt", float64(ru.Majflt), "count")
 	result("connect_ms", 1000*t0.Sub(begin).Seconds(), "ms")
