@@ -22,7 +22,7 @@
 // rate (ops/s), p50_us/p99_us (every operation's latency), hwm_kib (peak
 // RSS, ru_maxrss), threads_max (the most entries /proc/self/task had,
 // sampled every 2 ms, the sampler's own thread not counted), cpu_us_per_op
-// (the process's user + system CPU time, connecting included, per
+// (the process's user + system CPU time of the measured phase per
 // operation: what the client itself costs), minflt and
 // majflt (page faults of the whole run), connect_ms, starved (connections
 // that completed no operation in the measured time: a runtime that lets a
@@ -255,8 +255,17 @@ void worker(const config& cfg, int id, Start&& wait_start) {
 }
 
 // Times of the phases, set by the runner.
+// The process's user + system CPU time in seconds.
+double cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 struct phases {
   clock_type::time_point begin, connected, end;
+  double cpu_connected = 0, cpu_end = 0;  // cpu_seconds() then
 };
 
 phases run_goro(const config& cfg) {
@@ -278,12 +287,14 @@ phases run_goro(const config& cfg) {
     }
     connected.wait();
     ph.connected = clock_type::now();
+    ph.cpu_connected = cpu_seconds();
     g_deadline =
         ph.connected + std::chrono::duration_cast<clock_type::duration>(
                            std::chrono::duration<double>(cfg.duration_s));
     start.close();  // publishes g_deadline (a channel close is a release)
     finished.wait();
     ph.end = clock_type::now();
+    ph.cpu_end = cpu_seconds();
   });
   return ph;
 }
@@ -310,6 +321,7 @@ phases run_threads(const config& cfg) {
     std::unique_lock<std::mutex> l(mu);
     cv.wait(l, [&] { return waiting == cfg.conns; });
     ph.connected = clock_type::now();
+    ph.cpu_connected = cpu_seconds();
     g_deadline =
         ph.connected + std::chrono::duration_cast<clock_type::duration>(
                            std::chrono::duration<double>(cfg.duration_s));
@@ -318,6 +330,7 @@ phases run_threads(const config& cfg) {
   cv.notify_all();
   for (auto& t : ts) t.join();
   ph.end = clock_type::now();
+  ph.cpu_end = cpu_seconds();
   return ph;
 }
 
@@ -378,10 +391,10 @@ int main(int argc, char** argv) {
   result("p99_us", g_hist.quantile_us(0.99), "us");
   result("hwm_kib", static_cast<double>(ru.ru_maxrss), "KiB");
   result("threads_max", threads_max, "count");
-  double cpu_s =
-      static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
-  result("cpu_us_per_op", ops > 0 ? 1e6 * cpu_s / static_cast<double>(ops) : 0,
+  result("cpu_us_per_op",
+         ops > 0
+             ? 1e6 * (ph.cpu_end - ph.cpu_connected) / static_cast<double>(ops)
+             : 0,
          "us");
   result("minflt", static_cast<double>(ru.ru_minflt), "count");
   result("majflt", static_cast<double>(ru.ru_majflt), "count");

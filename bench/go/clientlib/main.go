@@ -115,6 +115,13 @@ func measure(deadline time.Time, op func() bool) {
 	}
 }
 
+// cpuSeconds is the process's user + system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
 func threadCount() int {
 	f, err := os.Open("/proc/self/task")
 	if err != nil {
@@ -264,10 +271,12 @@ func main() {
 	}
 	connected.Wait()
 	t0 := time.Now()
+	cpu0 := cpuSeconds()
 	deadline = t0.Add(time.Duration(*duration * float64(time.Second)))
 	close(start)
 	finished.Wait()
 	end := time.Now()
+	cpu1 := cpuSeconds()
 	close(stopSampler)
 	<-samplerDone
 	if db != nil {
@@ -284,10 +293,9 @@ func main() {
 	result("p99_us", quantileUs(0.99), "us")
 	result("hwm_kib", float64(ru.Maxrss), "KiB")
 	result("threads_max", float64(threadsMax), "count")
-	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	perOp := 0.0
 	if n > 0 {
-		perOp = 1e6 * cpu / float64(n)
+		perOp = 1e6 * (cpu1 - cpu0) / float64(n)
 	}
 	result("cpu_us_per_op", perOp, "us")
 	result("minflt", float64(ru.Minflt), "count")
