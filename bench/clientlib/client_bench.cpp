@@ -13,15 +13,15 @@
 //     --pg CONNINFO         libpq connection string ($PG_CONNINFO)
 //     --redis-sock PATH     redis-server's Unix socket ($REDIS_SOCK)
 //
-// Every connection is opened first (all of them, concurrently); then the
-// clock starts and every worker runs operations back to back until the
-// shared deadline. pg: one `SELECT $1::int` (PQexecParams, one round trip:
-// Parse/Bind/Describe/Execute/Sync) with the answer checked; redis: SET
-// and GET of the connection's own key alternately (one round trip each),
-// answers checked. Prints the protocol of bench/ (RESULT name value unit):
-// rate (ops/s), p50_us/p99_us (every operation's latency), hwm_kib (peak
-// RSS, ru_maxrss), threads_max (the most entries /proc/self/task had,
-// sampled every 2 ms, the sampler's own thread not counted), cpu_us_per_op
+// Every connection is opened first (all of them, concurrently) and makes
+// one warm-up operation; then the clock starts and every worker runs operations
+// back to back until the shared deadline. pg: one `SELECT $1::int`
+// (PQexecParams, one round trip: Parse/Bind/Describe/Execute/Sync) with the
+// answer checked; redis: SET and GET of the connection's own key alternately
+// (one round trip each), answers checked. Prints the protocol of bench/ (RESULT
+// name value unit): rate (ops/s), p50_us/p99_us (every operation's latency),
+// hwm_kib (peak RSS, ru_maxrss), threads_max (the most entries /proc/self/task
+// had, sampled every 2 ms, the sampler's own thread not counted), cpu_us_per_op
 // (the process's user + system CPU time of the measured phase per
 // operation: what the client itself costs), minflt and
 // majflt (page faults of the whole run), connect_ms, starved (connections
@@ -179,7 +179,9 @@ void measure(Op&& op) {
   if (n == 0) g_starved.fetch_add(1, std::memory_order_relaxed);
 }
 
-// One pg worker: connect, wait_start(), then queries until the deadline.
+// One pg worker: connect, one warm-up query (a fresh backend loads its
+// catalog caches on its first query: not what is measured), wait_start(),
+// then queries until the deadline.
 template <class Start>
 void pg_worker(const config& cfg, int id, Start&& wait_start) {
   PGconn* c = PQconnectdb(cfg.pg.c_str());
@@ -188,23 +190,26 @@ void pg_worker(const config& cfg, int id, Start&& wait_start) {
     std::fprintf(stderr, "pg connect %d: %s", id, PQerrorMessage(c));
     g_errors.fetch_add(1, std::memory_order_relaxed);
   }
-  wait_start();
-  if (ok) {
-    std::uint32_t i = static_cast<std::uint32_t>(id) * 1000003u;
-    measure([&] {
-      char arg[16];
-      int v = static_cast<int>(++i & 0x3fffffff);
-      std::snprintf(arg, sizeof arg, "%d", v);
-      const char* params[1] = {arg};
-      PGresult* r = PQexecParams(c, "SELECT $1::int", 1, nullptr, params,
-                                 nullptr, nullptr, 0);
-      bool good = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-                  std::atoi(PQgetvalue(r, 0, 0)) == v;
-      if (!good) std::fprintf(stderr, "pg query %d: %s", id, PQerrorMessage(c));
-      PQclear(r);
-      return good;
-    });
+  std::uint32_t i = static_cast<std::uint32_t>(id) * 1000003u;
+  auto op = [&] {
+    char arg[16];
+    int v = static_cast<int>(++i & 0x3fffffff);
+    std::snprintf(arg, sizeof arg, "%d", v);
+    const char* params[1] = {arg};
+    PGresult* r = PQexecParams(c, "SELECT $1::int", 1, nullptr, params, nullptr,
+                               nullptr, 0);
+    bool good = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                std::atoi(PQgetvalue(r, 0, 0)) == v;
+    if (!good) std::fprintf(stderr, "pg query %d: %s", id, PQerrorMessage(c));
+    PQclear(r);
+    return good;
+  };
+  if (ok && !op()) {
+    ok = false;
+    g_errors.fetch_add(1, std::memory_order_relaxed);
   }
+  wait_start();
+  if (ok) measure(op);
   PQfinish(c);
 }
 
@@ -217,32 +222,36 @@ void redis_worker(const config& cfg, int id, Start&& wait_start) {
                  c != nullptr ? c->errstr : "out of memory");
     g_errors.fetch_add(1, std::memory_order_relaxed);
   }
-  wait_start();
-  if (ok) {
-    char key[32];
-    std::snprintf(key, sizeof key, "bench:%d", id);
-    std::uint64_t i = 0;
-    char val[32] = "0";
-    measure([&] {
-      bool set = (i++ & 1) == 0;
-      redisReply* r;
-      if (set) {
-        std::snprintf(val, sizeof val, "%llu",
-                      static_cast<unsigned long long>(i));
-        r = static_cast<redisReply*>(redisCommand(c, "SET %s %s", key, val));
-      } else {
-        r = static_cast<redisReply*>(redisCommand(c, "GET %s", key));
-      }
-      bool good = r != nullptr && (set ? r->type == REDIS_REPLY_STATUS
-                                       : r->type == REDIS_REPLY_STRING &&
-                                             std::strcmp(r->str, val) == 0);
-      if (!good)
-        std::fprintf(stderr, "redis %s %d: %s\n", set ? "SET" : "GET", id,
-                     r == nullptr ? c->errstr : "unexpected reply");
-      if (r != nullptr) freeReplyObject(r);
-      return good;
-    });
+  char key[32];
+  std::snprintf(key, sizeof key, "bench:%d", id);
+  std::uint64_t i = 0;
+  char val[32] = "0";
+  auto op = [&] {
+    bool set = (i++ & 1) == 0;
+    redisReply* r;
+    if (set) {
+      std::snprintf(val, sizeof val, "%llu",
+                    static_cast<unsigned long long>(i));
+      r = static_cast<redisReply*>(redisCommand(c, "SET %s %s", key, val));
+    } else {
+      r = static_cast<redisReply*>(redisCommand(c, "GET %s", key));
+    }
+    bool good = r != nullptr && (set ? r->type == REDIS_REPLY_STATUS
+                                     : r->type == REDIS_REPLY_STRING &&
+                                           std::strcmp(r->str, val) == 0);
+    if (!good)
+      std::fprintf(stderr, "redis %s %d: %s\n", set ? "SET" : "GET", id,
+                   r == nullptr ? c->errstr : "unexpected reply");
+    if (r != nullptr) freeReplyObject(r);
+    return good;
+  };
+  // One warm-up round trip (a SET), as on the pg side.
+  if (ok && !op()) {
+    ok = false;
+    g_errors.fetch_add(1, std::memory_order_relaxed);
   }
+  wait_start();
+  if (ok) measure(op);
   if (c != nullptr) redisFree(c);
 }
 

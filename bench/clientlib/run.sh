@@ -33,6 +33,11 @@
 #   -d, --duration S    measured seconds per run            (CLIENT_DURATION, 3)
 #   -t, --timeout S     time limit of a run beyond its duration (CLIENT_TIMEOUT, 60)
 #       --clients "goro go threads"  which clients to run
+#       --pin S:C       servers (and their backends) on CPU list S, clients
+#                       on CPU list C (taskset), e.g. --pin 0:1: a client
+#                       with few threads then does not compete with a
+#                       thousand server processes for the same CPUs
+#                       (CLIENT_PIN; default: no pinning)
 #       --no-build      use the binaries already built
 #   workloads           default: pg_100 pg_1000 redis_100 redis_1000 interpose
 # Environment: BUILD_DIR (default <repo>/build/default), GO (go), JOBS,
@@ -54,6 +59,7 @@ CLIENTS="goro go threads"
 GO=${GO:-go}
 GOPATH_DEB=${GOPATH_DEB:-/usr/share/gocode}
 DO_BUILD=1
+PIN=${CLIENT_PIN:-}
 WORKLOADS=()
 
 usage() { sed -n "2,/^set -u/p" "${BASH_SOURCE[0]}" | sed "\$d; s/^# \\{0,1\\}//"; }
@@ -64,6 +70,7 @@ while [ $# -gt 0 ]; do
     -d|--duration) DURATION=$2; shift 2 ;;
     -t|--timeout) TIMEOUT=$2; shift 2 ;;
     --clients) CLIENTS=$2; shift 2 ;;
+    --pin) PIN=$2; shift 2 ;;
     --no-build) DO_BUILD=0; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "unknown option: $1" >&2; usage >&2; exit 2 ;;
@@ -89,6 +96,17 @@ done
 for c in $CLIENTS; do
   case $c in goro|go|threads) ;; *) echo "unknown client: $c" >&2; exit 2 ;; esac
 done
+
+CLIENT_WRAP=()
+if [ -n "$PIN" ]; then
+  case "$PIN" in
+    *:*) ;;
+    *) echo "--pin wants SERVER_CPUS:CLIENT_CPUS, e.g. 0:1" >&2; exit 2 ;;
+  esac
+  command -v taskset >/dev/null 2>&1 || { echo "--pin needs taskset" >&2; exit 2; }
+  export SERVERS_CPUS=${PIN%%:*}
+  CLIENT_WRAP=(taskset -c "${PIN#*:}")
+fi
 
 say() { printf '%s\n' "$*" >&2; }
 OUT=$BUILD_DIR/bench/clientlib
@@ -176,7 +194,7 @@ one_run() {
     cmd+=(--conns "$n" --duration "$DURATION")
   fi
   timeout -k 5 "$(awk -v d="$DURATION" -v t="$TIMEOUT" 'BEGIN { print int(d + t) }')" \
-    "${cmd[@]}" >"$res" 2>"$log.stderr" &
+    "${CLIENT_WRAP[@]}" "${cmd[@]}" >"$res" 2>"$log.stderr" &
   RUN_PID=$!
   wait "$RUN_PID"
   rc=$?
@@ -202,7 +220,7 @@ host:    nproc $(nproc), kernel $(uname -r), $(sed -n 's/^model name[[:space:]]*
 go:      $("$GO" version 2>/dev/null)
 goro:    $(git -C "$ROOT" log -1 --format='%h %s' 2>/dev/null | cut -c1-70); GORO_DEBUG=${GORO_DEBUG:-}
 libs:    libpq $(pkg-config --modversion libpq 2>/dev/null), hiredis $(pkg-config --modversion hiredis 2>/dev/null); servers: $("${PG_BINDIR:-/usr/lib/postgresql/15/bin}/postgres" --version 2>/dev/null), $(redis-server --version 2>/dev/null | awk '{ print $3 }')
-setup:   clients and servers on the same CPUs; GOMAXPROCS = $(nproc) for goro and Go; $RUNS runs x ${DURATION}s per client, order rotating
+setup:   $([ -n "$PIN" ] && echo "servers on CPUs ${PIN%%:*}, clients on CPUs ${PIN#*:} (taskset); GOMAXPROCS = the client's CPUs" || echo "clients and servers on the same CPUs; GOMAXPROCS = $(nproc) for goro and Go"); $RUNS runs x ${DURATION}s per client, order rotating
 EOF
 )
 echo "$HEADER"
@@ -216,7 +234,7 @@ read -r -a clients <<<"$CLIENTS"
 for w in "${WORKLOADS[@]}"; do
   if [ "$w" = interpose ]; then
     for run in $(seq "$RUNS"); do
-      if timeout -k 5 "$TIMEOUT" "$COST_BIN" --ms 50 --reps 6 >"$TMP/res" \
+      if timeout -k 5 "$TIMEOUT" "${CLIENT_WRAP[@]}" "$COST_BIN" --ms 50 --reps 6 >"$TMP/res" \
            2>"$OUT/logs/interpose-run$run.stderr"; then
         awk -v r="$run" '$1 == "RESULT" { print "RESULT interpose goro", r, $2, $3, $4 }' \
           "$TMP/res" >>"$RAW"

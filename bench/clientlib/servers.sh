@@ -25,7 +25,9 @@
 # Redis: no persistence (--save ''), maxclients $REDIS_MAXCLIENTS (2000).
 # Every step is bounded in time (SERVERS_TIMEOUT seconds, default 60).
 # Environment: PG_BINDIR (default: the newest /usr/lib/postgresql/*/bin),
-#   REDIS_SERVER (default: redis-server on PATH).
+#   REDIS_SERVER (default: redis-server on PATH), SERVERS_CPUS (a taskset
+#   CPU list: the servers and every backend they fork run on those CPUs
+#   only; default: anywhere).
 
 PG_MAX_CONNECTIONS=${PG_MAX_CONNECTIONS:-1100}
 REDIS_MAXCLIENTS=${REDIS_MAXCLIENTS:-2000}
@@ -35,6 +37,7 @@ SERVERS_WHY=""
 _SRV_PG_UP=0
 _SRV_REDIS_PID=""
 _SRV_AS_PG=()
+_SRV_PIN=()
 
 _srv_find_pg() {
   if [ -n "${PG_BINDIR:-}" ]; then
@@ -101,7 +104,7 @@ _srv_start_pg() {
   local try port
   for try in 1 2 3; do
     port=$(_srv_free_port) || { SERVERS_WHY="no free TCP port"; return 1; }
-    if timeout "$SERVERS_TIMEOUT" "${_SRV_AS_PG[@]}" "$PG_BINDIR/pg_ctl" \
+    if timeout "$SERVERS_TIMEOUT" "${_SRV_PIN[@]}" "${_SRV_AS_PG[@]}" "$PG_BINDIR/pg_ctl" \
          -D "$dir/data" -l "$dir/pg.log" -w -t "$SERVERS_TIMEOUT" \
          -o "-p $port -k $dir/sock -c listen_addresses=127.0.0.1 \
 -c max_connections=$PG_MAX_CONNECTIONS -c fsync=off -c synchronous_commit=off \
@@ -129,7 +132,7 @@ _srv_start_redis() {
   command -v "$rs" >/dev/null 2>&1 ||
     { SERVERS_WHY="redis-server not found (apt-get install redis-server)"; return 1; }
   REDIS_SOCK=$SERVERS_DIR/redis.sock
-  "$rs" --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 \
+  "${_SRV_PIN[@]}" "$rs" --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 \
     --save '' --appendonly no --maxclients "$REDIS_MAXCLIENTS" \
     --daemonize no --logfile "$SERVERS_DIR/redis.log" \
     --dir "$SERVERS_DIR" >/dev/null 2>&1 &
@@ -156,6 +159,12 @@ servers_start() {
   shift
   local want=("$@")
   [ ${#want[@]} -eq 0 ] && want=(pg redis)
+  _SRV_PIN=()
+  if [ -n "${SERVERS_CPUS:-}" ]; then
+    command -v taskset >/dev/null 2>&1 ||
+      { SERVERS_WHY="SERVERS_CPUS set but taskset not found"; return 1; }
+    _SRV_PIN=(taskset -c "$SERVERS_CPUS")
+  fi
   command -v timeout >/dev/null 2>&1 ||
     { SERVERS_WHY="timeout (coreutils) not found"; return 1; }
   mkdir -p "$SERVERS_DIR" || { SERVERS_WHY="cannot create $SERVERS_DIR"; return 1; }

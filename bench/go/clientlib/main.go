@@ -5,7 +5,8 @@
 //
 //	goclientbench pg|redis [-conns N] [-duration S] [-pg CONNINFO] [-redis-sock PATH]
 //
-// Every connection is opened first, concurrently; then the clock starts and
+// Every connection is opened first, concurrently, and makes one warm-up
+// operation; then the clock starts and
 // every goroutine runs operations until the shared deadline. pg: one
 // `SELECT $1::int` with the answer checked (binary_parameters=yes, so that
 // lib/pq sends Parse/Bind/Describe/Execute/Sync in one round trip, as
@@ -142,21 +143,8 @@ var (
 func pgWorker(db *sql.DB, id int, connected *sync.WaitGroup) {
 	ctx := context.Background()
 	c, err := db.Conn(ctx)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "pg connect %d: %v\n", id, err)
-		atomic.AddUint64(&errCount, 1)
-	} else if err = c.PingContext(ctx); err != nil { // the first use dials
-		fmt.Fprintf(os.Stderr, "pg connect %d: %v\n", id, err)
-		atomic.AddUint64(&errCount, 1)
-	}
-	connected.Done()
-	<-start
-	if err != nil {
-		return
-	}
-	defer c.Close()
 	i := uint32(id) * 1000003
-	measure(deadline, func() bool {
+	op := func() bool {
 		i++
 		v := int(i & 0x3fffffff)
 		var got int
@@ -165,25 +153,31 @@ func pgWorker(db *sql.DB, id int, connected *sync.WaitGroup) {
 			return false
 		}
 		return true
-	})
-}
-
-func redisWorker(sock string, id int, connected *sync.WaitGroup) {
-	c, err := redis.Dial("unix", sock)
+	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "redis connect %d: %v\n", id, err)
+		fmt.Fprintf(os.Stderr, "pg connect %d: %v\n", id, err)
+		atomic.AddUint64(&errCount, 1)
+	} else if !op() { // warm-up: a fresh backend loads its caches
+		err = fmt.Errorf("warm-up query failed")
 		atomic.AddUint64(&errCount, 1)
 	}
 	connected.Done()
 	<-start
+	if c != nil {
+		defer c.Close()
+	}
 	if err != nil {
 		return
 	}
-	defer c.Close()
+	measure(deadline, op)
+}
+
+func redisWorker(sock string, id int, connected *sync.WaitGroup) {
+	c, err := redis.Dial("unix", sock)
 	key := "bench:" + strconv.Itoa(id)
 	var i uint64
 	val := "0"
-	measure(deadline, func() bool {
+	op := func() bool {
 		set := i&1 == 0
 		i++
 		if set {
@@ -201,7 +195,24 @@ func redisWorker(sock string, id int, connected *sync.WaitGroup) {
 			return false
 		}
 		return true
-	})
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "redis connect %d: %v\n", id, err)
+		atomic.AddUint64(&errCount, 1)
+	} else if !op() { // warm-up, as on the pg side
+		err = fmt.Errorf("warm-up failed")
+		atomic.AddUint64(&errCount, 1)
+	}
+	connected.Done()
+	<-start
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return
+	}
+	defer c.Close()
+	measure(deadline, op)
 }
 
 func usage() {
