@@ -19,10 +19,11 @@
 #   interpose  goro_interpose_cost: ns per interposed read/write/send/recv/
 #            poll that need not wait, against the raw system call, on a
 #            plain thread and in a goroutine (goro only)
-# Reported per workload: rate (ops/s), p99_us and p50_us (every operation's
+# Reported per workload: rate (ops/s completed by the deadline), p99_us and p50_us (every operation's
 # latency), hwm_kib (peak RSS), threads_max (most OS threads at once),
 # cpu_us_per_op (the client process's CPU time per operation),
-# minflt (page faults), connect_ms (opening all N connections), starved
+# minflt (page faults), drain_ms (deadline to the last operation's end),
+# connect_ms (opening all N connections and one warm-up operation), starved
 # (connections that completed no operation: unfairness): goro's
 # median (min..max), Go's and threads', and goro/Go, goro/threads ratios of
 # the medians. Servers and clients share the machine's CPUs: on a small
@@ -268,6 +269,7 @@ hwm_kib max 1.0
 threads_max info -
 cpu_us_per_op info -
 minflt info -
+drain_ms info -
 connect_ms info -
 starved info -
 errors info -"

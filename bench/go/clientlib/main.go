@@ -13,7 +13,7 @@
 // libpq's PQexecParams does); redis: SET and GET of the connection's own
 // key alternately, answers checked. Prints the same RESULT lines as the
 // C++ side: rate, p50_us, p99_us, hwm_kib, threads_max, cpu_us_per_op,
-// minflt, majflt, connect_ms, starved, errors.
+// minflt, majflt, drain_ms, connect_ms, starved, errors.
 //
 // Built in GOPATH mode with Debian's packaged sources (no module proxy):
 //
@@ -87,7 +87,8 @@ func quantileUs(q float64) float64 {
 }
 
 var (
-	ops      uint64
+	ops      uint64 // completed by the deadline
+	opsAll   uint64 // the late ones too
 	errCount uint64
 	starved  uint64 // connections that did no operation
 )
@@ -96,9 +97,10 @@ func result(metric string, value float64, unit string) {
 	fmt.Printf("RESULT %s %.6g %s\n", metric, value, unit)
 }
 
-// measure runs op until the deadline, recording every latency.
+// measure runs op until the deadline, recording every latency; the rate
+// counts the operations completed by the deadline.
 func measure(deadline time.Time, op func() bool) {
-	var n uint64
+	var n, all uint64
 	t0 := time.Now()
 	for t0.Before(deadline) {
 		if !op() {
@@ -107,10 +109,14 @@ func measure(deadline time.Time, op func() bool) {
 		}
 		t1 := time.Now()
 		atomic.AddUint64(&hist[bucket(uint64(t1.Sub(t0)))], 1)
-		n++
+		if !t1.After(deadline) {
+			n++ // completed within the measured window
+		}
+		all++
 		t0 = t1
 	}
 	atomic.AddUint64(&ops, n)
+	atomic.AddUint64(&opsAll, all)
 	if n == 0 {
 		atomic.AddUint64(&starved, 1)
 	}
@@ -296,8 +302,9 @@ func main() {
 
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	measured := end.Sub(t0).Seconds()
+	measured := *duration
 	n := atomic.LoadUint64(&ops)
+	nAll := atomic.LoadUint64(&opsAll)
 	fmt.Printf("# %s go: %d connections, %d operations in %.3f s\n", kind, *conns, n, measured)
 	result("rate", float64(n)/measured, "ops/s")
 	result("p50_us", quantileUs(0.50), "us")
@@ -305,12 +312,13 @@ func main() {
 	result("hwm_kib", float64(ru.Maxrss), "KiB")
 	result("threads_max", float64(threadsMax), "count")
 	perOp := 0.0
-	if n > 0 {
-		perOp = 1e6 * (cpu1 - cpu0) / float64(n)
+	if nAll > 0 {
+		perOp = 1e6 * (cpu1 - cpu0) / float64(nAll)
 	}
 	result("cpu_us_per_op", perOp, "us")
 	result("minflt", float64(ru.Minflt), "count")
 	result("majflt", float64(ru.Majflt), "count")
+	result("drain_ms", 1000*end.Sub(deadline).Seconds(), "ms")
 	result("connect_ms", 1000*t0.Sub(begin).Seconds(), "ms")
 	result("starved", float64(atomic.LoadUint64(&starved)), "count")
 	result("errors", float64(atomic.LoadUint64(&errCount)), "count")
