@@ -26,7 +26,9 @@
 // (the process's user + system CPU time of the measured phase per
 // operation: what the client itself costs), minflt and
 // majflt (page faults of the whole run), drain_ms (from the deadline to the
-// last operation's end), connect_ms, starved (connections
+// last operation's end), connect_ms, max_us (the slowest operation),
+// conn_ops_min and conn_ops_mean (operations per connection in the window:
+// the fewest, the mean), starved (connections
 // that completed no operation in the measured time: a runtime that lets a
 // blocked call hold its thread serves a few connections only), errors. Its Go
 // twin is bench/go/clientlib (database/sql + lib/pq, redigo) with the same
@@ -102,7 +104,10 @@ std::atomic<std::uint64_t> g_ops{0};      // completed by the deadline
 std::atomic<std::uint64_t> g_ops_all{0};  // the late ones too
 std::atomic<std::uint64_t> g_errors{0};
 std::atomic<std::uint64_t> g_starved{0};  // connections that did no operation
-clock_type::time_point g_deadline;        // written before the start signal
+// The fewest operations one connection completed in the window (fairness:
+// against the mean, rate * duration / N).
+std::atomic<std::uint64_t> g_conn_min{UINT64_MAX};
+clock_type::time_point g_deadline;  // written before the start signal
 
 void result(const char* metric, double value, const char* unit) {
   std::printf("RESULT %s %.6g %s\n", metric, value, unit);
@@ -184,6 +189,10 @@ void measure(Op&& op) {
   g_ops.fetch_add(n, std::memory_order_relaxed);
   g_ops_all.fetch_add(all, std::memory_order_relaxed);
   if (n == 0) g_starved.fetch_add(1, std::memory_order_relaxed);
+  std::uint64_t m = g_conn_min.load(std::memory_order_relaxed);
+  while (n < m &&
+         !g_conn_min.compare_exchange_weak(m, n, std::memory_order_relaxed)) {
+  }
 }
 
 // One pg worker: connect, one warm-up query (a fresh backend loads its
@@ -417,6 +426,14 @@ int main(int argc, char** argv) {
   result("majflt", static_cast<double>(ru.ru_majflt), "count");
   result("drain_ms", 1000 * secs(ph.end - g_deadline).count(), "ms");
   result("connect_ms", 1000 * secs(ph.connected - ph.begin).count(), "ms");
+  result("max_us", g_hist.quantile_us(1.0), "us");
+  result("conn_ops_min",
+         g_conn_min.load() == UINT64_MAX
+             ? 0
+             : static_cast<double>(g_conn_min.load()),
+         "count");
+  result("conn_ops_mean",
+         static_cast<double>(ops) / static_cast<double>(cfg.conns), "count");
   result("starved", static_cast<double>(g_starved.load()), "count");
   result("errors", static_cast<double>(g_errors.load()), "count");
   std::fflush(stdout);

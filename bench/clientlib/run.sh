@@ -23,7 +23,9 @@
 # latency), hwm_kib (peak RSS), threads_max (most OS threads at once),
 # cpu_us_per_op (the client process's CPU time per operation),
 # minflt (page faults), drain_ms (deadline to the last operation's end),
-# connect_ms (opening all N connections and one warm-up operation), starved
+# connect_ms (opening all N connections and one warm-up operation), max_us
+# (the slowest operation), conn_ops_min and conn_ops_mean (operations per
+# connection in the window: the fewest and the mean, fairness), starved
 # (connections that completed no operation: unfairness): goro's
 # median (min..max), Go's and threads', and goro/Go, goro/threads ratios of
 # the medians. Servers and clients share the machine's CPUs: on a small
@@ -271,6 +273,9 @@ cpu_us_per_op info -
 minflt info -
 drain_ms info -
 connect_ms info -
+max_us info -
+conn_ops_min info -
+conn_ops_mean info -
 starved info -
 errors info -"
 CSV=$OUT/results.csv

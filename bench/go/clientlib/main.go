@@ -13,7 +13,8 @@
 // libpq's PQexecParams does); redis: SET and GET of the connection's own
 // key alternately, answers checked. Prints the same RESULT lines as the
 // C++ side: rate, p50_us, p99_us, hwm_kib, threads_max, cpu_us_per_op,
-// minflt, majflt, drain_ms, connect_ms, starved, errors.
+// minflt, majflt, drain_ms, connect_ms, max_us, conn_ops_min,
+// conn_ops_mean, starved, errors.
 //
 // Built in GOPATH mode with Debian's packaged sources (no module proxy):
 //
@@ -25,6 +26,7 @@ import (
 	"database/sql"
 	"flag"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"strconv"
@@ -91,6 +93,8 @@ var (
 	opsAll   uint64 // the late ones too
 	errCount uint64
 	starved  uint64 // connections that did no operation
+	// The fewest operations one connection completed in the window.
+	connMin uint64 = math.MaxUint64
 )
 
 func result(metric string, value float64, unit string) {
@@ -119,6 +123,12 @@ func measure(deadline time.Time, op func() bool) {
 	atomic.AddUint64(&opsAll, all)
 	if n == 0 {
 		atomic.AddUint64(&starved, 1)
+	}
+	for {
+		m := atomic.LoadUint64(&connMin)
+		if n >= m || atomic.CompareAndSwapUint64(&connMin, m, n) {
+			break
+		}
 	}
 }
 
@@ -320,6 +330,13 @@ func main() {
 	result("majflt", float64(ru.Majflt), "count")
 	result("drain_ms", 1000*end.Sub(deadline).Seconds(), "ms")
 	result("connect_ms", 1000*t0.Sub(begin).Seconds(), "ms")
+	result("max_us", quantileUs(1.0), "us")
+	cm := atomic.LoadUint64(&connMin)
+	if cm == math.MaxUint64 {
+		cm = 0
+	}
+	result("conn_ops_min", float64(cm), "count")
+	result("conn_ops_mean", float64(n)/float64(*conns), "count")
 	result("starved", float64(atomic.LoadUint64(&starved)), "count")
 	result("errors", float64(atomic.LoadUint64(&errCount)), "count")
 	if atomic.LoadUint64(&errCount) != 0 {
