@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # SERVERS_WHY, PG_* and REDIS_SOCK are for the caller
 # bench/clientlib/servers.sh: throw-away PostgreSQL and Redis servers for
 # the client-library benchmarks (bench/clientlib/run.sh) and the example
 # examples/pg_redis_service.cpp's test. Source it (bash), then:
@@ -101,8 +103,8 @@ _srv_start_pg() {
     SERVERS_WHY="initdb failed (log: $SERVERS_DIR/initdb.log)"
     return 1
   fi
-  local try port
-  for try in 1 2 3; do
+  local port
+  for _ in 1 2 3; do
     port=$(_srv_free_port) || { SERVERS_WHY="no free TCP port"; return 1; }
     if timeout "$SERVERS_TIMEOUT" "${_SRV_PIN[@]}" "${_SRV_AS_PG[@]}" "$PG_BINDIR/pg_ctl" \
          -D "$dir/data" -l "$dir/pg.log" -w -t "$SERVERS_TIMEOUT" \
@@ -137,8 +139,7 @@ _srv_start_redis() {
     --daemonize no --logfile "$SERVERS_DIR/redis.log" \
     --dir "$SERVERS_DIR" >/dev/null 2>&1 &
   _SRV_REDIS_PID=$!
-  local i
-  for i in $(seq $((SERVERS_TIMEOUT * 20))); do
+  for _ in $(seq $((SERVERS_TIMEOUT * 20))); do
     if [ -S "$REDIS_SOCK" ]; then
       # The socket exists once redis listens; ping when redis-cli is here.
       if ! command -v redis-cli >/dev/null 2>&1 ||
@@ -187,8 +188,7 @@ servers_stop() {
   fi
   if [ -n "$_SRV_REDIS_PID" ]; then
     kill "$_SRV_REDIS_PID" 2>/dev/null
-    local i
-    for i in $(seq 40); do
+    for _ in $(seq 40); do
       kill -0 "$_SRV_REDIS_PID" 2>/dev/null || break
       sleep 0.05
     done
