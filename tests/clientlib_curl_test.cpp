@@ -133,6 +133,7 @@ void global_init() {
 // 3 pages each on the same handle, every body compared byte for byte.
 TEST(ClientlibCurl, FiveHundredRequestsAtOnceThenPages) {
   global_init();
+  pages();  // built here: not under a static's guard that goroutines wait on
   clientlib::raise_nofile();
   clientlib::watchdog wd("ClientlibCurl.FiveHundredRequestsAtOnceThenPages",
                          100s);
@@ -242,7 +243,8 @@ TEST(ClientlibCurl, FiveHundredRequestsAtOnceThenPages) {
   EXPECT_EQ(arrived_seen, n) << "requests in flight at once";
   EXPECT_LE(threads_at_peak, clientlib::thread_bound(kProcs))
       << "OS threads with " << arrived_seen << " requests in flight";
-  EXPECT_LE(peak.peak(), clientlib::thread_bound(kProcs));
+  // The pages move megabytes: see data_thread_bound.
+  EXPECT_LE(peak.peak(), clientlib::data_thread_bound);
   EXPECT_EQ(checked.load(), long(n) * per);
 }
 

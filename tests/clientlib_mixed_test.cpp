@@ -239,7 +239,7 @@ TEST(ClientlibMixed, AllLibrariesAtOnce) {
   EXPECT_EQ(checked[0].load(), long(n / 3) * per);
   EXPECT_EQ(checked[1].load(), long(n / 3) * per);
   EXPECT_EQ(checked[2].load(), long(n / 3) * per);
-  EXPECT_LE(peak.peak(), clientlib::thread_bound(kProcs));
+  EXPECT_LE(peak.peak(), clientlib::data_thread_bound);
 }
 
 #else

@@ -296,7 +296,7 @@ TEST(ClientlibRedis, PayloadsUnderLoad) {
   RecordProperty("peak_threads", peak.peak());
   EXPECT_EQ(fail.count(), 0) << fail.first();
   EXPECT_EQ(checked.load(), long(n) * (rounds + batch));
-  EXPECT_LE(peak.peak(), clientlib::thread_bound(kProcs));
+  EXPECT_LE(peak.peak(), clientlib::data_thread_bound);
 }
 
 #else  // !GORO_HAVE_HIREDIS

@@ -73,6 +73,18 @@ inline constexpr std::size_t client_stack_size =
 // (sysmon, the poller...), the test's main thread and watchdog.
 inline int thread_bound(int gomaxprocs) { return 2 * gomaxprocs + 8; }
 
+// The bound of the data tests, which move megabytes: their copies contend
+// on glibc malloc's arena locks (a goroutine frees, on whichever thread it
+// runs, memory that another thread's arena holds), and a futex wait on one
+// that lasts a GORO_DEBUG=blockedsyscall period is handed off to another
+// thread by design (docs/guide.md, "Calls goro was not told about"); and
+// on an overloaded machine any system call goro makes in entersyscall can
+// outlast sysmon's 20 us and have its P retaken, as in Go. Seen: 8 to 38
+// threads at load averages of 40 to 200 on two cores. Still far below a
+// thread per connection (200 and more here), which is what these tests
+// reach without the interposition (over 100 threads).
+inline constexpr int data_thread_bound = 64;
+
 // The OS threads of this process now (entries of /proc/self/task).
 inline int os_thread_count() {
   DIR* d = opendir("/proc/self/task");
@@ -431,10 +443,16 @@ inline const server& postgres() {
   return s;
 }
 
+// How many connections a test opens at once: the postmaster starts the
+// backends one by one, and a thousand at once on a loaded two-core machine
+// can take longer than a connect timeout. Limiting the connects does not
+// limit the queries: the connections, once open, are all used at once.
+inline constexpr int pg_connects_at_once = 32;
+
 // libpq's connection string for postgres().
 inline std::string pg_conninfo() {
   return "host=" + postgres().socket_dir +
-         " port=5432 user=postgres dbname=postgres connect_timeout=30";
+         " port=5432 user=postgres dbname=postgres connect_timeout=60";
 }
 
 namespace detail {
