@@ -29,6 +29,7 @@ void osyield();
 // fatal error; release builds compile all of it away.
 enum class lock_rank : std::uint8_t {
   poll_deadline = 5,  // poll_desc.dlock: deadline changes of one descriptor
+  interpose_fd = 6,   // fd_entry.lk: waiters of an interposed descriptor
   timer_user = 10,    // timer.mu: serialises stop/reset of one timer
   hchan = 20,         // a channel (several at once: select, address order)
   sema_root = 30,     // a semaphore wait-list root (sema.cpp)

@@ -322,4 +322,6 @@ void netpollready(g_queue* ready, poll_desc* pd, int mode) {
 
 bool netpoll_any_waiters() { return netpoll_waiters.load() > 0; }
 
+void netpoll_waiter_add(int d) { netpoll_waiters.fetch_add(d); }
+
 }  // namespace goro::rt

@@ -102,6 +102,12 @@ void wake_netpoller(std::int64_t when);
 // ('r', 'w' or 'r'+'w') goes to the slot(s); parked goroutines are added
 // to *ready, blocked threads woken.
 void netpollready(g_queue* ready, poll_desc* pd, int mode);
+// Goroutines waiting through interposed calls (interpose/fd_poll.cpp) count
+// as netpoll waiters too.
+void netpoll_waiter_add(int d);
+// epoll_ctl on the poller's instance for the interposed calls' one-shot
+// registrations: 0 or an errno.
+int netpoll_ctl(int op, int fd, std::uint32_t events, std::uint64_t data);
 // Platform layer: register / unregister one descriptor.
 int netpollopen(int fd, poll_desc* pd);  // 0 or an errno
 void netpollclose(int fd);

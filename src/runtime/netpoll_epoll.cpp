@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "interpose/fd_poll.hpp"
+#include "interpose/real.hpp"
 #include "runtime/mstart.hpp"
 #include "runtime/netpoll.hpp"
 #include "runtime/panic.hpp"
@@ -76,8 +78,20 @@ int netpollopen(int fd, poll_desc* pd) {
   struct epoll_event ev {};
   ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
   ev.data.u64 = tagged(pd);
-  if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
-  return 0;
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) return 0;
+  // An interposed call waited on this descriptor before goro::fd wrapped
+  // it: goro::fd's registration replaces that one.
+  if (errno == EEXIST && interpose::forget_registration(fd) &&
+      epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+    return 0;
+  return errno;
+}
+
+int netpoll_ctl(int op, int fd, std::uint32_t events, std::uint64_t data) {
+  struct epoll_event ev {};
+  ev.events = events;
+  ev.data.u64 = data;
+  return epoll_ctl(epfd, op, fd, &ev) == 0 ? 0 : errno;
 }
 
 void netpollclose(int fd) {
@@ -105,7 +119,7 @@ void netpollbreak() {
   if (!wake_sig.compare_exchange_strong(zero, 1)) return;
   std::uint64_t one = 1;
   for (;;) {
-    ssize_t n = write(breakfd, &one, sizeof one);
+    ssize_t n = sys::real().write(breakfd, &one, sizeof one);
     if (n == sizeof one || errno == EAGAIN) return;
     if (errno != EINTR) fatal("runtime: netpollbreak write failed");
   }
@@ -141,18 +155,23 @@ g_queue netpoll(std::int64_t delay) {
           // A blocking poll consumes the break; a non-blocking one leaves
           // it for the poller it was meant for.
           std::uint64_t v;
-          ssize_t r = read(breakfd, &v, sizeof v);
+          ssize_t r = sys::real().read(breakfd, &v, sizeof v);
           (void)r;
           wake_sig.store(0);
         }
         continue;
       }
       std::uint32_t ev = events[i].events;
+      std::uint64_t data = events[i].data.u64;
+      if ((data & interpose::hook_data_tag) != 0) {
+        // A one-shot registration of an interposed call's wait.
+        interpose::netpoll_event(data, ev, &ready);
+        continue;
+      }
       int mode = 0;
       if (ev & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) mode += 'r';
       if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR)) mode += 'w';
       if (mode == 0) continue;
-      std::uint64_t data = events[i].data.u64;
       auto* pd = reinterpret_cast<poll_desc*>(
           data & ((std::uint64_t{1} << tag_shift) - 1));
       // Stale: the descriptor was closed and its poll_desc reused since

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "interpose/hook.hpp"
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/checkdead.hpp"
 #include "runtime/coarseclock.hpp"
@@ -65,6 +66,7 @@ constexpr struct {
     {"oslockpark", &debug_vars::oslockpark},
     {"longrunning", &debug_vars::longrunning},
     {"blockedsyscall", &debug_vars::blockedsyscall},
+    {"interpose", &debug_vars::interpose},
     {"blockedreport", &debug_vars::blockedreport},
     {"blockedfatal", &debug_vars::blockedfatal},
     {"stackrelease", &debug_vars::stackrelease},
@@ -132,6 +134,7 @@ void schedinit(const goro::options* opt) {
   idlepmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   timerpmask.words = new std::atomic<std::uint32_t>[max_procs / 32]();
   netpollinit();
+  interpose::init(debug.interpose != 0);
   sigquit_install();
   sched.last_poll.store(nanotime());
   coarse_clock_update();

@@ -41,6 +41,10 @@ struct debug_vars {
   // ms a goroutine must stay parked before the memory of its stack may be
   // released (stackshrink.cpp; whole chunks of stacks at a time); 0: never.
   int stackrelease = 60000;
+  // 0: blocking socket, pipe, poll and sleep calls made in goroutines go
+  // to the kernel as they are, instead of parking on the poller
+  // (interpose/).
+  int interpose = 1;
 };
 extern debug_vars debug;
 extern std::int64_t runtime_init_time;
