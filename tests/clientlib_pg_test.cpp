@@ -97,6 +97,31 @@ PGresult* query(PGconn* c, const char* sql, std::vector<std::string> params,
   return r;
 }
 
+// Polls pg_locks on m (bounded: 60 s) until `want` sessions wait for the
+// advisory lock `key`, or want minus the goroutines that ended early
+// (*gone); the last count seen, or -1 after an error (*err set).
+int wait_for_lock_waiters(PGconn* m, int key, int want,
+                          const std::atomic<int>& gone,
+                          clientlib::thread_peak& peak, std::string* err) {
+  const std::string sql =
+      "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
+      "objid = " +
+      std::to_string(key) + " AND NOT granted";
+  auto deadline = clientlib::steady::now() + 60s;
+  for (;;) {
+    peak.sample();
+    std::string w = query1(m, sql.c_str());
+    if (w.rfind("ERROR", 0) == 0) {
+      *err = "pg_locks: " + w;
+      return -1;
+    }
+    int seen = std::atoi(w.c_str());
+    if (seen + gone.load() >= want || clientlib::steady::now() > deadline)
+      return seen;
+    goro::sleep(20ms);  // polling the server's view: nothing to wait on
+  }
+}
+
 #define SKIP_WITHOUT_POSTGRES()              \
   do {                                       \
     const auto& pg_ = clientlib::postgres(); \
@@ -161,22 +186,7 @@ TEST(ClientlibPg, ThousandQueriesWaitOnOneLock) {
       });
     }
     // Until all n wait on the lock (or the ones that did not are known).
-    auto deadline = clientlib::steady::now() + 60s;
-    for (;;) {
-      peak.sample();
-      std::string w = query1(
-          m.c,
-          "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND "
-          "objid = 1 AND NOT granted");
-      if (w.rfind("ERROR", 0) == 0) {
-        main_error = "pg_locks: " + w;
-        break;
-      }
-      waiters_seen = std::atoi(w.c_str());
-      if (waiters_seen + gone.load() >= n) break;
-      if (clientlib::steady::now() > deadline) break;
-      goro::sleep(20ms);  // polling the server's view: nothing to wait on
-    }
+    waiters_seen = wait_for_lock_waiters(m.c, 1, n, gone, peak, &main_error);
     threads_at_peak = peak.sample();
     std::printf(
         "[ClientlibPg] %d of %d queries waiting at once, %d OS threads\n",
@@ -274,7 +284,9 @@ TEST(ClientlibPg, ThousandSleepQueriesAtOnce) {
 
 // Data under load: 200 goroutines, a connection each, 15 queries each
 // echoing parameters of 0 B to 100 KB through the server; every byte of
-// every result is compared.
+// every result is compared. The first query of every goroutine waits on an
+// advisory lock that main holds until all 200 are in: 200 queries, their
+// parameters sent, in flight at once.
 TEST(ClientlibPg, EchoedParametersUnderLoad) {
   SKIP_WITHOUT_POSTGRES();
   clientlib::watchdog wd("ClientlibPg.EchoedParametersUnderLoad", 100s);
@@ -284,11 +296,24 @@ TEST(ClientlibPg, EchoedParametersUnderLoad) {
   clientlib::failures fail;
   clientlib::thread_peak peak;
   std::atomic<long> checked{0}, bytes{0};
+  std::atomic<int> gone{0};  // goroutines without a connection
+  int waiters_seen = 0;
+  std::string main_error;
 
   goro::options opt;
   opt.gomaxprocs = kProcs;
   auto t0 = clientlib::steady::now();
   goro::run(opt, [&] {
+    pg_conn m(info);
+    if (!m.ok()) {
+      main_error = "main connection: " + m.error();
+      return;
+    }
+    if (std::string r = query1(m.c, "SELECT pg_advisory_lock(2)::text");
+        r.rfind("ERROR", 0) == 0) {
+      main_error = "pg_advisory_lock: " + r;
+      return;
+    }
     goro::wait_group wg;
     auto slots = connect_slots();
     for (int i = 0; i < n; i++) {
@@ -297,14 +322,19 @@ TEST(ClientlibPg, EchoedParametersUnderLoad) {
         pg_conn c(info, slots);
         if (!c.ok()) {
           fail.add("connect: " + c.error());
+          gone.fetch_add(1);
           wg.done();
           return;
         }
         for (int j = 0; j < per; j++) {
           std::size_t size = sizes[(i + j) % std::size(sizes)];
           std::string p = clientlib::payload(i * 1000 + j, size);
-          PGresult* r = query(c.c, "SELECT $1::text, length($1::text), $2::int",
-                              {p, std::to_string(j)}, fail, "echo");
+          PGresult* r =
+              query(c.c,
+                    j == 0 ? "SELECT $1::text, length($1::text), $2::int, "
+                             "pg_advisory_xact_lock_shared(2)::text"
+                           : "SELECT $1::text, length($1::text), $2::int",
+                    {p, std::to_string(j)}, fail, "echo");
           if (r == nullptr) continue;
           bool ok = PQntuples(r) == 1 &&
                     static_cast<std::size_t>(PQgetlength(r, 0, 0)) == size &&
@@ -325,18 +355,22 @@ TEST(ClientlibPg, EchoedParametersUnderLoad) {
         wg.done();
       });
     }
+    waiters_seen = wait_for_lock_waiters(m.c, 2, n, gone, peak, &main_error);
+    query1(m.c, "SELECT pg_advisory_unlock(2)::text");
     wg.wait();
   });
   double ms =
       std::chrono::duration<double, std::milli>(clientlib::steady::now() - t0)
           .count();
   std::printf(
-      "[ClientlibPg] %ld results (%ld bytes) checked in %.0f ms; peak %d "
-      "OS threads\n",
-      checked.load(), bytes.load(), ms, peak.peak());
+      "[ClientlibPg] %d echo queries in flight at once; %ld results (%ld "
+      "bytes) checked in %.0f ms; peak %d OS threads\n",
+      waiters_seen, checked.load(), bytes.load(), ms, peak.peak());
   RecordProperty("elapsed_ms", static_cast<int>(ms));
   RecordProperty("peak_threads", peak.peak());
+  ASSERT_EQ(main_error, "");
   EXPECT_EQ(fail.count(), 0) << fail.first();
+  EXPECT_EQ(waiters_seen, n) << "echo queries in flight at once";
   EXPECT_EQ(checked.load(), long(n) * per);
   EXPECT_LE(peak.peak(), clientlib::data_thread_bound);
 }
