@@ -259,7 +259,13 @@ class server_dir {
  public:
   static server_dir& get() {
     static server_dir d;
+    made() = true;
     return d;
+  }
+  // get() has been called: there may be something to shut down.
+  static bool& made() {
+    static bool m = false;
+    return m;
   }
   bool ok() const { return !path_.empty(); }
   const std::string& path() const { return path_; }
@@ -549,7 +555,9 @@ namespace detail {
 // Stops the servers after the last test of the process.
 class servers_env : public ::testing::Environment {
  public:
-  void TearDown() override { server_dir::get().shutdown(); }
+  void TearDown() override {
+    if (server_dir::made()) server_dir::get().shutdown();
+  }
 };
 inline ::testing::Environment* const servers_env_registered =
     ::testing::AddGlobalTestEnvironment(new servers_env);
