@@ -9,6 +9,8 @@
 #                        writes docs/benchmarks.md's generated section and docs/benchmarks.svg
 #   make asan | tsan     build + test under ASan+UBSan | TSan
 #   make debug           build + test with assertions on (lock-rank checks, checkdead)
+#   make debug-core      the same for the scheduler's own tests only (CI: the ASan and
+#                        TSan presets run every test with assertions on already)
 #   make clang           build + test with clang++-14
 #   make o3 | clang-o3   build + test at -O3 (TLS accessors not cached across a switch)
 #   make format          clang-format 14 on include/ src/ tests/ bench/ examples/
@@ -20,7 +22,7 @@
 #   make clean           remove build/
 #   make help            this list
 #
-# CI (.ci/run) runs make test, make asan, make tsan and make debug.
+# CI (.ci/run) runs make test, make asan, make tsan and make debug-core.
 # JOBS=N sets the build/test parallelism (default 2).
 
 SHELL := /bin/bash
@@ -53,7 +55,7 @@ define test_preset
 endef
 
 .PHONY: all deps deps-clients build demo examples test consumer bench asan tsan clang \
-        debug o3 clang-o3 format format-check install clean help
+        debug debug-core o3 clang-o3 format format-check install clean help
 
 all: build
 
@@ -123,6 +125,20 @@ asan: deps deps-clients
 
 tsan debug o3: deps
 	$(call test_preset,$@)
+
+# The -O0 build of the runtime's core: scheduler, channels, select, sync,
+# timers, stacks, system calls, the poller (assertions and lock ranks on).
+DEBUG_CORE_TESTS := sched_test runq_test newproc_test chan_test select_test \
+  sema_test sync_test time_test context_test deadlock_test stackshrink_test \
+  syscall_test blockedsyscall_test lockthread_test fd_test interpose_test \
+  preempt_default_test
+empty :=
+space := $(empty) $(empty)
+debug-core: deps
+	$(CMAKE) --preset debug
+	$(TOPLEVEL) $(CMAKE) --build --preset debug -j $(JOBS) --target $(DEBUG_CORE_TESTS)
+	$(CTEST) --preset debug -j $(JOBS) --output-on-failure \
+	  -L '^($(subst $(space),|,$(DEBUG_CORE_TESTS)))$$'
 
 clang clang-o3:
 	@bash scripts/deps.sh base clang

@@ -85,8 +85,11 @@ TEST(DumpRace, DumpWhileGoroutinesResumeElsewhere) {
     goro::wait_group wg;
     dump_race_test_spawner(&stop, &wg, 16);
     std::thread dumper([&] {
+      // At least 2 s (4 under sanitizers) and 11 dumps, whichever is
+      // later: a loaded machine makes single dumps slow.
       auto until = clk::now() + goro_test::scaled(2s, 4s);
-      while (clk::now() < until) {
+      auto limit = clk::now() + 40s;
+      while ((clk::now() < until || dumps <= 10) && clk::now() < limit) {
         std::string d = goro::rt::all_goroutines_trace(true);
         bad += bad_blocks(d, &seen, &first_bad);
         dumps++;

@@ -184,8 +184,11 @@ TEST(HardeningErrno, PreservedAcrossBlockingWithMigration) {
     });
     pid_t before = gettid_now();
     goro::blocking([&] {
-      // The hog runs on another thread once sysmon retakes our P.
-      ::usleep(15000);
+      // The hog runs on another thread once sysmon retakes our P. A sleep
+      // that holds the thread: usleep() in a goroutine would park on the
+      // poller's timers (src/interpose/), not block.
+      timespec ts{0, 15000000};
+      syscall(SYS_nanosleep, &ts, nullptr);
       char c;
       errno = 0;
       ssize_t n = ::read(-1, &c, 1);

@@ -186,6 +186,8 @@ ssize_t read(int fd, void* buf, size_t n) {
     return sock_read(
         fd, e, 0, [&](int extra) { return real().recv(fd, buf, n, extra); },
         [&] { return real().read(fd, buf, n); });
+  // A zero-length read of a pipe returns at once (a socket's waits).
+  if (n == 0) return real().read(fd, buf, n);
   return poll_first(fd, e, EPOLLIN | EPOLLRDHUP, POLLIN,
                     [&] { return real().read(fd, buf, n); });
 }
@@ -204,6 +206,7 @@ ssize_t write(int fd, const void* buf, size_t n) {
         },
         [&](std::size_t done) { return real().write(fd, p + done, n - done); });
   }
+  if (n == 0) return real().write(fd, buf, n);
   return poll_first(fd, e, EPOLLOUT, POLLOUT,
                     [&] { return real().write(fd, buf, n); });
 }
@@ -222,6 +225,7 @@ ssize_t readv(int fd, const iovec* iov, int cnt) {
         fd, e, 0, [&](int extra) { return real().recvmsg(fd, &m, extra); },
         [&] { return real().readv(fd, iov, cnt); });
   }
+  if (iov_total(iov, cnt) == 0) return real().readv(fd, iov, cnt);
   return poll_first(fd, e, EPOLLIN | EPOLLRDHUP, POLLIN,
                     [&] { return real().readv(fd, iov, cnt); });
 }
@@ -238,6 +242,7 @@ ssize_t writev(int fd, const iovec* iov, int cnt) {
     m.msg_iovlen = std::size_t(cnt);
     return sendmsg_impl(fd, e, &m, 0);
   }
+  if (iov_total(iov, cnt) == 0) return real().writev(fd, iov, cnt);
   return poll_first(fd, e, EPOLLOUT, POLLOUT,
                     [&] { return real().writev(fd, iov, cnt); });
 }

@@ -34,7 +34,7 @@ int connect_result(int fd) {
   socklen_t len = sizeof soerr;
   if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) return -1;
   if (soerr == 0) return 0;
-  errno = soerr;
+  *errno_here() = soerr;
   return -1;
 }
 
@@ -47,28 +47,28 @@ int connect_impl(int fd, fd_entry* e, const sockaddr* addr, socklen_t len) {
     std::uint32_t seq = e->evseq.load(std::memory_order_acquire);
     (void)::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
     int r = real().connect(fd, addr, len);
-    int err = errno;
+    int err = *errno_here();
     (void)::fcntl(fd, F_SETFL, fl);
     if (r == 0) return 0;
     // EAGAIN: a Unix socket whose listener's backlog is full (a blocking
     // connect waits for room, then tries again).
     if (err != EINPROGRESS && err != EAGAIN) {
-      errno = err;
+      *errno_here() = err;
       return -1;
     }
     if (deadline < 0) deadline = sock_deadline(fd, SO_SNDTIMEO);
     for (;;) {
       int why = wait_one(fd, e, EPOLLOUT, seq, deadline);
       if (why == wait_timeout) {
-        errno = EINPROGRESS;
+        *errno_here() = EINPROGRESS;
         return -1;
       }
       if (why == wait_closed) {
-        errno = EBADF;
+        *errno_here() = EBADF;
         return -1;
       }
       if (why == wait_not_pollable) {
-        errno = err;
+        *errno_here() = err;
         return -1;
       }
       seq = e->evseq.load(std::memory_order_acquire);
@@ -93,10 +93,10 @@ int accept_impl(int fd, fd_entry* e, sockaddr* addr, socklen_t* len,
       case wait_io:
         continue;
       case wait_timeout:
-        errno = EAGAIN;
+        *errno_here() = EAGAIN;
         return -1;
       case wait_closed:
-        errno = EBADF;
+        *errno_here() = EBADF;
         return -1;
       default:
         return real().accept4(fd, addr, len, flags);

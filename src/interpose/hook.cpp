@@ -30,6 +30,12 @@ void init(bool on) {
   asm volatile("" : : "r"(keep) : "memory");
 }
 
+__attribute__((noinline)) int* errno_here() {
+  int* p = &errno;
+  asm volatile("" : "+r"(p));
+  return p;
+}
+
 bool can_park() {
   M* mp = getm();
   if (mp == nullptr) return false;
@@ -43,6 +49,9 @@ bool can_park() {
   // another thread with it held; it keeps its thread, as before).
   if (mp->locks != 0 || goro_tls_nlocks != 0) return false;
   if (gp->oslocks.load(std::memory_order_relaxed) != 0) return false;
+  // Inside goro::blocking the program asked for a thread-blocking call
+  // with the processor handed off: that is what it gets.
+  if (gp->syscall_depth != 0) return false;
   // A user's signal handler runs with more signals blocked than the
   // thread started with (its own, at least).
   std::uint64_t cur = 0;

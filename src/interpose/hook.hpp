@@ -48,6 +48,12 @@ inline bool active() {
 #endif
 }
 
+// errno of the thread running the caller now. A goroutine that parked
+// resumes on any thread, and glibc declares __errno_location const, so a
+// compiler may reuse the address it computed before the park; this
+// recomputes it on every call.
+int* errno_here();
+
 // The goroutine may park here (slow path only: one rt_sigprocmask).
 bool can_park();
 // The caller made fd non-blocking: its calls return EAGAIN, not wait.
@@ -105,7 +111,7 @@ long sock_read(int fd, fd_entry* e, int flags, Attempt attempt, Block block) {
     std::uint32_t seq = e->evseq.load(std::memory_order_acquire);
     long r = attempt(MSG_DONTWAIT);
     if (r >= 0) return r;
-    int err = errno;
+    int err = *errno_here();
     if (err == ENOTSOCK) {  // the number names another file now
       forget_kind(e);
       return block();
@@ -115,7 +121,7 @@ long sock_read(int fd, fd_entry* e, int flags, Attempt attempt, Block block) {
       case next::retry:
         continue;
       case next::fail:
-        errno = err;
+        *errno_here() = err;
         return -1;
       case next::block:
         return block();
@@ -141,7 +147,7 @@ long sock_write(int fd, fd_entry* e, int flags, std::size_t total,
       if (done >= total || r == 0) return long(done);
       continue;  // a stream socket's buffer filled up: wait for room
     }
-    int err = errno;
+    int err = *errno_here();
     if (err == ENOTSOCK && done == 0) {
       forget_kind(e);
       return block(0);
@@ -155,7 +161,7 @@ long sock_write(int fd, fd_entry* e, int flags, std::size_t total,
         continue;
       case next::fail:
         if (done > 0) return long(done);
-        errno = err;
+        *errno_here() = err;
         return -1;
       case next::block: {
         long b = block(done);
@@ -180,7 +186,7 @@ long poll_first(int fd, fd_entry* e, std::uint32_t epev, short pev, Call call) {
       case wait_io:
         continue;
       case wait_closed:
-        errno = EBADF;
+        *errno_here() = EBADF;
         return -1;
       default:
         return call();

@@ -55,7 +55,7 @@ int nanosleep(const timespec* req, timespec* rem) {
   if (!active() || req == nullptr || !can_park())
     return real().nanosleep(req, rem);
   if (!valid(req)) {
-    errno = EINVAL;
+    *errno_here() = EINVAL;
     return -1;
   }
   goro_sleep(to_ns(*req));
@@ -72,7 +72,7 @@ int clock_nanosleep(clockid_t clock, int flags, const timespec* req,
   std::int64_t ns = to_ns(*req);
   if ((flags & TIMER_ABSTIME) != 0) {
     timespec now;
-    if (::clock_gettime(clock, &now) != 0) return errno;
+    if (::clock_gettime(clock, &now) != 0) return *errno_here();
     ns = ns == INT64_MAX ? ns : ns - to_ns(now);
     if (ns <= 0) return 0;  // already past: no yield, as the kernel
   }

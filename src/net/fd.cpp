@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "interpose/real.hpp"
 #include "net/fd_internal.hpp"
 #include "runtime/netpoll.hpp"
 #include "runtime/preempt.hpp"
@@ -210,7 +211,7 @@ std::size_t fd::read(void* buf, std::size_t n) {
   // and wait_readable() may have consumed the edge of data still queued.
   detail::fd_prepare(s_, 'r', "read");
   for (;;) {
-    ssize_t r = ::read(s_->sysfd, buf, n);
+    ssize_t r = goro::rt::sys::real().read(s_->sysfd, buf, n);
     if (r >= 0) return std::size_t(r);
     if (errno == EINTR) continue;
     if (errno != EAGAIN)
@@ -243,9 +244,10 @@ std::size_t fd::write(const void* buf, std::size_t n) {
       const char* p = static_cast<const char*>(buf) + done;
       // Sockets: MSG_NOSIGNAL, so a closed peer is EPIPE and never SIGPIPE;
       // other descriptors but 1 and 2 get the same through sigpipe.cpp.
-      ssize_t r = s_->is_socket
-                      ? ::send(s_->sysfd, p, n - done, MSG_NOSIGNAL)
-                      : detail::write_nosigpipe(s_->sysfd, p, n - done);
+      ssize_t r =
+          s_->is_socket
+              ? goro::rt::sys::real().send(s_->sysfd, p, n - done, MSG_NOSIGNAL)
+              : detail::write_nosigpipe(s_->sysfd, p, n - done);
       if (r >= 0) {
         done += std::size_t(r);
         continue;

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <mutex>
 
+#include "interpose/real.hpp"
 #include "net/fd_internal.hpp"
 
 extern "C" {
@@ -87,13 +88,13 @@ void install() {
 // that parks between two writes and resumes on another thread.
 __attribute__((noinline)) ssize_t write_nosigpipe(int sysfd, const void* p,
                                                   std::size_t n) noexcept {
-  if (sysfd == 1 || sysfd == 2) return ::write(sysfd, p, n);
+  if (sysfd == 1 || sysfd == 2) return goro::rt::sys::real().write(sysfd, p, n);
   if (!installed.load(std::memory_order_acquire)) install();
   goro_tls_nosigpipe = 1;
   // The compiler must not sink the store below the write or hoist the
   // clear above it: the handler reads the flag in the middle.
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  ssize_t r = ::write(sysfd, p, n);
+  ssize_t r = goro::rt::sys::real().write(sysfd, p, n);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   goro_tls_nosigpipe = 0;
   return r;

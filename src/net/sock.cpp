@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "interpose/real.hpp"
 #include "net/fd_internal.hpp"
 
 namespace goro::net {
@@ -127,7 +128,9 @@ void connect_fd(goro::fd& f, const addr& a,
     // One connect(2) (Go's netFD.connect): after EINTR the handshake goes
     // on in the kernel, and calling connect again could start a second
     // one on a socket whose first attempt failed.
-    int err = ::connect(s->sysfd, a.data(), a.size()) == 0 ? 0 : errno;
+    int err = goro::rt::sys::real().connect(s->sysfd, a.data(), a.size()) == 0
+                  ? 0
+                  : errno;
     switch (err) {
       case 0:
       case EISCONN:

@@ -13,6 +13,7 @@
 #include <goro/runtime.hpp>
 #include <goro/time.hpp>
 
+#include "interpose/real.hpp"
 #include "net/fd_internal.hpp"
 #include "net/sock.hpp"
 
@@ -65,8 +66,9 @@ conn listener::accept_loop() {
       for (;;) {
         // The peer's address comes with the connection, for free.
         plen = sizeof peer;
-        ns = ::accept4(s->sysfd, reinterpret_cast<sockaddr*>(&peer), &plen,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+        ns = goro::rt::sys::real().accept4(s->sysfd,
+                                           reinterpret_cast<sockaddr*>(&peer),
+                                           &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (ns >= 0) break;
         err = errno;
         // EINTR, and a connection reset before we took it: try the next.
@@ -189,7 +191,7 @@ std::size_t conn::write_buffers(std::span<const iovec> bufs) {
       m.msg_iov = iov;
       m.msg_iovlen = k;
       // sendmsg, not writev: MSG_NOSIGNAL (EPIPE, never SIGPIPE).
-      ssize_t r = ::sendmsg(s->sysfd, &m, MSG_NOSIGNAL);
+      ssize_t r = goro::rt::sys::real().sendmsg(s->sysfd, &m, MSG_NOSIGNAL);
       if (r < 0) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN)

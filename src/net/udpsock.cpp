@@ -6,6 +6,7 @@
 #include <goro/net.hpp>
 #include <system_error>
 
+#include "interpose/real.hpp"
 #include "net/fd_internal.hpp"
 #include "net/sock.hpp"
 
@@ -35,8 +36,8 @@ std::size_t packet_conn::recv_from_loop(void* buf, std::size_t n, addr* from) {
   for (;;) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    ssize_t r =
-        ::recvfrom(s->sysfd, buf, n, 0, reinterpret_cast<sockaddr*>(&ss), &len);
+    ssize_t r = goro::rt::sys::real().recvfrom(
+        s->sysfd, buf, n, 0, reinterpret_cast<sockaddr*>(&ss), &len);
     if (r >= 0) {
       if (from != nullptr) *from = addr(reinterpret_cast<sockaddr*>(&ss), len);
       return std::size_t(r);
@@ -71,7 +72,8 @@ std::size_t packet_conn::send_to_loop(const void* buf, std::size_t n,
   goro::detail::fd_io io(s, 'w');
   goro::detail::fd_prepare(s, 'w', "sendto");
   for (;;) {
-    ssize_t r = ::sendto(s->sysfd, buf, n, MSG_NOSIGNAL, to.data(), to.size());
+    ssize_t r = goro::rt::sys::real().sendto(s->sysfd, buf, n, MSG_NOSIGNAL,
+                                             to.data(), to.size());
     if (r >= 0) return std::size_t(r);
     if (errno == EINTR) continue;
     if (errno != EAGAIN) detail::throw_errno(errno, "sendto");
@@ -92,7 +94,7 @@ std::size_t packet_conn::write_loop(const void* buf, std::size_t n) {
   goro::detail::fd_io io(s, 'w');
   goro::detail::fd_prepare(s, 'w', "send");
   for (;;) {
-    ssize_t r = ::send(s->sysfd, buf, n, MSG_NOSIGNAL);
+    ssize_t r = goro::rt::sys::real().send(s->sysfd, buf, n, MSG_NOSIGNAL);
     if (r >= 0) return std::size_t(r);
     if (errno == EINTR) continue;
     if (errno != EAGAIN) detail::throw_errno(errno, "send");

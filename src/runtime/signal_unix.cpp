@@ -18,6 +18,7 @@
 #include <cstring>
 #include <string>
 
+#include "interpose/real.hpp"
 #include "runtime/g.hpp"
 #include "runtime/m.hpp"
 #include "runtime/panic.hpp"
@@ -35,7 +36,7 @@ namespace {
 struct sigaction old_segv, old_bus;
 
 void write_str(const char* s) {
-  ssize_t r = write(2, s, std::strlen(s));
+  ssize_t r = goro::rt::sys::real().write(2, s, std::strlen(s));
   (void)r;
 }
 
@@ -123,7 +124,7 @@ void overflow_print(void* arg) {
   flush_program_output();
   std::string s = goroutine_trace_at(r->gp, r->w->pcs, r->w->n,
                                      r->w->n >= overflow_frames, r->note);
-  ssize_t k = write(2, s.data(), s.size());
+  ssize_t k = goro::rt::sys::real().write(2, s.data(), s.size());
   (void)k;
   _exit(2);
 }

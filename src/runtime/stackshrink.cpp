@@ -50,6 +50,7 @@
 #include <mutex>
 #include <vector>
 
+#include "interpose/real.hpp"
 #include "runtime/coarseclock.hpp"
 #include "runtime/g.hpp"
 #include "runtime/panic.hpp"
@@ -167,7 +168,7 @@ void* handler_main(void*) {
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, nullptr, _NSIG / 8);
   for (;;) {
     uffd_msg msg;
-    ssize_t r = read(uffd, &msg, sizeof msg);
+    ssize_t r = goro::rt::sys::real().read(uffd, &msg, sizeof msg);
     if (r != ssize_t(sizeof msg)) {
       if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       fatalf("runtime: reading the stack userfaultfd: %s",

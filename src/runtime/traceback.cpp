@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "interpose/real.hpp"
 #include "runtime/asyncpreempt.hpp"
 #include "runtime/coarseclock.hpp"
 #include "runtime/funcname.hpp"
@@ -428,7 +429,7 @@ void print_fatal_traceback(int fallback) {
   }
   if (s.empty()) return;
   s.insert(0, "\n");
-  ssize_t r = ::write(2, s.data(), s.size());
+  ssize_t r = goro::rt::sys::real().write(2, s.data(), s.size());
   (void)r;
 }
 
@@ -470,7 +471,7 @@ void sigquit_check() {
   // the process exits right after).
   std::string s = "SIGQUIT: quit\n\n" + all_goroutines_trace(true);
   flush_program_output();
-  ssize_t r = ::write(2, s.data(), s.size());
+  ssize_t r = goro::rt::sys::real().write(2, s.data(), s.size());
   (void)r;
   _exit(2);
 }
