@@ -174,6 +174,11 @@ inline fd_entry* waitable(int fd, fd_kind* k) {
 
 using namespace goro::rt::interpose;
 
+namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_fd_io() {}
+}  // namespace goro::rt::interpose
+
 #ifndef GORO_HAVE_TSAN
 extern "C" {
 

@@ -75,6 +75,10 @@ std::uint32_t wanted(fd_entry* e) {
   return ev;
 }
 
+void update_busy(fd_entry* e) {
+  e->busy.store(e->registered || e->head != nullptr, std::memory_order_relaxed);
+}
+
 // Arms the one-shot registration of fd for `events`. Under e->lk. Returns
 // 0, or the wait_result that stops the wait.
 int arm(fd_entry* e, int fd, std::uint32_t events) {
@@ -89,11 +93,13 @@ int arm(fd_entry* e, int fd, std::uint32_t events) {
     // ENOENT: the file was closed behind goro's back and the number now
     // names another one; register that one.
     e->registered = false;
+    update_busy(e);
     if (err != ENOENT) return err == EBADF ? wait_closed : wait_not_pollable;
   }
   int err = netpoll_ctl(EPOLL_CTL_ADD, fd, ev, data);
   if (err == 0) {
     e->registered = true;
+    e->busy.store(true, std::memory_order_relaxed);
     e->armed = events;
     return 0;
   }
@@ -110,6 +116,7 @@ void unlink(fd_waiter* x) {
     e->head = x->next;
   if (x->next != nullptr) x->next->prev = x->prev;
   x->next = x->prev = nullptr;
+  update_busy(e);
 }
 
 }  // namespace
@@ -179,6 +186,7 @@ int wait_fds(fd_waiter* ws, int n, std::int64_t deadline) {
     x->prev = nullptr;
     if (e->head != nullptr) e->head->prev = x;
     e->head = x;
+    e->busy.store(true, std::memory_order_relaxed);
     std::uint32_t want = wanted(e);
     if ((want & ~e->armed) != 0 || !e->registered) {
       if (int r = arm(e, x->fd, want); r != 0) {
@@ -213,9 +221,15 @@ void fd_closing(int fd) {
   fd_entry* e = entry_if_exists(fd);
   if (e == nullptr) return;
   e->kind.store(fd_kind::unknown, std::memory_order_relaxed);
-  // Nothing registered and nobody waiting (read without the lock: a racing
-  // wait on a descriptor being closed is the program's race, and its arm
-  // then fails with EBADF or registers the next file).
+  // Nothing registered and nobody waiting: no lock. A wait racing with the
+  // close of its descriptor is the program's race; its arm then fails with
+  // EBADF or registers the next file, whose events the new generation
+  // tags.
+  if (!e->busy.load(std::memory_order_relaxed)) {
+    e->gen.fetch_add(1, std::memory_order_relaxed);
+    e->evseq.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   lock_guard lk(e->lk);
   e->gen.fetch_add(1, std::memory_order_relaxed);
   e->evseq.fetch_add(1, std::memory_order_relaxed);
@@ -226,6 +240,7 @@ void fd_closing(int fd) {
     e->registered = false;
   }
   e->armed = 0;
+  update_busy(e);
   for (fd_waiter* x = e->head; x != nullptr; x = x->next)
     fire(x->w, wait_closed, nullptr);
 }
@@ -243,6 +258,7 @@ bool forget_registration(int fd) {
   (void)netpoll_ctl(EPOLL_CTL_DEL, fd, 0, 0);
   e->registered = false;
   e->armed = 0;
+  update_busy(e);
   e->evseq.fetch_add(1, std::memory_order_relaxed);
   for (fd_waiter* x = e->head; x != nullptr; x = x->next)
     fire(x->w, wait_io, nullptr);  // they retry, and then block their thread

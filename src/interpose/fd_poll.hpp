@@ -43,6 +43,10 @@ struct fd_entry {
   // Bumped by every event and close: a waiter that saw it change since its
   // failed attempt retries instead of parking.
   std::atomic<std::uint32_t> evseq{0};
+  // registered || head != nullptr, kept under lk: close() of a
+  // descriptor no wait ever touched takes no lock (close is called
+  // everywhere, signal handlers included).
+  std::atomic<bool> busy{false};
   // Under lk.
   bool registered = false;    // our epoll registration exists for gen
   std::uint32_t armed = 0;    // epoll events armed (one-shot)

@@ -119,6 +119,11 @@ inline int fresh(int fd) {
 }  // namespace
 }  // namespace goro::rt::interpose
 
+namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_fd_sock() {}
+}  // namespace goro::rt::interpose
+
 #ifndef GORO_HAVE_TSAN
 extern "C" {
 

@@ -18,16 +18,24 @@ namespace goro::rt::interpose {
 
 std::atomic<bool> enabled{true};
 
+void link_fd_io();
+void link_fd_sock();
+void link_poll();
+void link_sleep();
+
 void init(bool on) {
   enabled.store(on, std::memory_order_relaxed);
   (void)sys::real();
   // With the static libgoro, these references pull every file of
-  // interposed calls into the program (its own code may call none of them
-  // directly, and a shared library's calls do not pull archive members).
-  static void* const keep[] = {
-      reinterpret_cast<void*>(&::read), reinterpret_cast<void*>(&::connect),
-      reinterpret_cast<void*>(&::poll), reinterpret_cast<void*>(&::nanosleep)};
-  asm volatile("" : : "r"(keep) : "memory");
+  // interposed calls into the program: its own code may call none of the
+  // interposed functions, a shared library's calls do not pull archive
+  // members, and under ASan libasan.so, which the linker sees first,
+  // already defines read, poll... (the program's definitions then come
+  // first at run time, and forward to ASan's interceptors).
+  link_fd_io();
+  link_fd_sock();
+  link_poll();
+  link_sleep();
 }
 
 __attribute__((noinline)) int* errno_here() {

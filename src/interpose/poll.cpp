@@ -127,6 +127,11 @@ int select_impl(int nfds, fd_set* r, fd_set* w, fd_set* x,
 }  // namespace
 }  // namespace goro::rt::interpose
 
+namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_poll() {}
+}  // namespace goro::rt::interpose
+
 #ifndef GORO_HAVE_TSAN
 extern "C" {
 

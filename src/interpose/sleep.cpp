@@ -48,6 +48,11 @@ void goro_sleep(std::int64_t ns) {
 }  // namespace
 }  // namespace goro::rt::interpose
 
+namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_sleep() {}
+}  // namespace goro::rt::interpose
+
 #ifndef GORO_HAVE_TSAN
 extern "C" {
 
