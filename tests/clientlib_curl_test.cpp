@@ -30,6 +30,7 @@
 #if defined(GORO_HAVE_LIBCURL) && defined(GORO_HAVE_HTTP_SERVER)
 #include <curl/curl.h>
 
+#include "clientlib_http.hpp"
 #include "http_server.hpp"
 #endif
 
@@ -158,9 +159,10 @@ TEST(ClientlibCurl, FiveHundredRequestsAtOnceThenPages) {
       return;
     }
     const std::string base = "http://" + ln.addr().str();
-    goro::wait_group served;
+    goro::wait_group served, conns;
     served.go([&] {
-      http::serve(ln, [&rt](const http::request& r) { return rt(r); });
+      clientlib::serve_counted(
+          ln, [&rt](const http::request& r) { return rt(r); }, conns);
     });
     std::atomic<int> through{0};  // past the barrier request
     goro::wait_group wg;
@@ -226,6 +228,7 @@ TEST(ClientlibCurl, FiveHundredRequestsAtOnceThenPages) {
     peak.sample();
     ln.close();
     served.wait();
+    conns.wait();  // every client has closed its connection
     barrier_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     pages_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   });

@@ -29,6 +29,7 @@
 #include <hiredis/hiredis.h>
 #include <libpq-fe.h>
 
+#include "clientlib_http.hpp"
 #include "http_server.hpp"
 #define GORO_CLIENTLIB_MIXED 1
 #endif
@@ -81,17 +82,20 @@ TEST(ClientlibMixed, AllLibrariesAtOnce) {
       return;
     }
     const std::string base = "http://" + ln.addr().str();
-    goro::wait_group served;
+    goro::wait_group served, conns;
     served.go([&] {
-      http::serve(ln, [](const http::request& r) {
-        // /blob/SEED/SIZE: payload(SEED, SIZE).
-        http::response out;
-        char* end = nullptr;
-        unsigned long seed = std::strtoul(r.url.c_str() + 6, &end, 10);
-        unsigned long size = std::strtoul(end + 1, nullptr, 10);
-        out.body = clientlib::payload(seed, std::min(size, 1ul << 20));
-        return out;
-      });
+      clientlib::serve_counted(
+          ln,
+          [](const http::request& r) {
+            // /blob/SEED/SIZE: payload(SEED, SIZE).
+            http::response out;
+            char* end = nullptr;
+            unsigned long seed = std::strtoul(r.url.c_str() + 6, &end, 10);
+            unsigned long size = std::strtoul(end + 1, nullptr, 10);
+            out.body = clientlib::payload(seed, std::min(size, 1ul << 20));
+            return out;
+          },
+          conns);
     });
 
     auto pg_worker = [&](int i) {
@@ -223,6 +227,7 @@ TEST(ClientlibMixed, AllLibrariesAtOnce) {
     wg.wait();
     ln.close();
     served.wait();
+    conns.wait();  // every client has closed its connection
   });
   double ms =
       std::chrono::duration<double, std::milli>(clientlib::steady::now() - t0)
