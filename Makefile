@@ -17,6 +17,8 @@
 #   make format-check    the same, checking only
 #   make install         headers, libraries, CMake package, goro.pc into PREFIX (default /usr/local)
 #   make deps            install missing build dependencies (scripts/deps.sh; apt-get when root)
+#   make deps-clients    PostgreSQL, Redis, libpq, hiredis, libcurl for tests/clientlib_*_test.cpp
+#                        (optional: make test and make asan try it; without them those tests skip)
 #   make clean           remove build/
 #   make help            this list
 #
@@ -52,7 +54,7 @@ define test_preset
 	$(CTEST) --preset $(1) -j $(JOBS) --output-on-failure
 endef
 
-.PHONY: all deps build demo examples test consumer bench asan tsan clang \
+.PHONY: all deps deps-clients build demo examples test consumer bench asan tsan clang \
         debug debug-core o3 clang-o3 format format-check install clean help
 
 all: build
@@ -88,7 +90,12 @@ examples: deps
 	$(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target goro_examples
 	$(CTEST) --test-dir build/default -L example --output-on-failure
 
-test: deps
+# The client-library tests' servers and libraries (scripts/deps.sh clients)
+# are optional: when they cannot be installed those tests skip.
+deps-clients:
+	@bash scripts/deps.sh clients || echo "make: the client-library tests' dependencies could not be installed: tests/clientlib_*_test.cpp skip"
+
+test: deps deps-clients
 	$(call test_preset,default)
 	bash scripts/consumer.sh build/default
 
@@ -113,7 +120,10 @@ bench:
 	  $(TOPLEVEL) $(CMAKE) --build --preset default -j $(JOBS) --target bench_run; \
 	fi
 
-asan tsan debug o3: deps
+asan: deps deps-clients
+	$(call test_preset,$@)
+
+tsan debug o3: deps
 	$(call test_preset,$@)
 
 # The -O0 build of the runtime's core: scheduler, channels, select, sync,

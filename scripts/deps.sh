@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the build dependencies of goro and installs what is missing.
 #
-#   scripts/deps.sh [base] [clang] [format] [go]
+#   scripts/deps.sh [base] [clang] [format] [go] [clients]
 #
 #   base    cmake, make, g++, GoogleTest, Google Benchmark, pkg-config,
 #           Node's http-parser (the web server example), elfutils' libdw
@@ -10,6 +10,10 @@
 #   clang   clang++-14 (the clang preset)
 #   format  clang-format
 #   go      the Go toolchain (golang-go), for the side-by-side benchmarks
+#   clients PostgreSQL 15 and libpq, redis-server and hiredis, libcurl: the
+#           real servers and client libraries of tests/clientlib_*_test.cpp
+#           (optional: without them those tests skip, saying why; `make
+#           test` and `make asan` ignore a failure to install them)
 #
 # Silent when everything is present. When something is missing and we are
 # root (CI, a fresh container), runs apt-get install for it (Debian 12);
@@ -67,8 +71,16 @@ for g in "${groups[@]}"; do
     go)
       need golang-go have go
       ;;
+    clients)
+      need postgresql-15 have_file /usr/lib/postgresql/15/bin/initdb
+      need libpq-dev have_file /usr/include/postgresql/libpq-fe.h
+      need redis-server have_file /usr/bin/redis-server
+      need libhiredis-dev have_file /usr/include/hiredis/hiredis.h
+      need libcurl4-openssl-dev have_file /usr/include/*/curl/curl.h \
+        /usr/include/curl/curl.h
+      ;;
     *)
-      echo "deps.sh: unknown group '$g' (base, clang, format, go)" >&2
+      echo "deps.sh: unknown group '$g' (base, clang, format, go, clients)" >&2
       exit 2
       ;;
   esac
