@@ -6,6 +6,7 @@
 // tests skip there.
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -77,6 +78,48 @@ int dial(int port) {
     return -1;
   }
   return s;
+}
+
+// Every interposed function that the program's calls resolve to is goro's
+// (the executable's own with libgoro.a, libgoro.so's otherwise), not the C
+// library's or a sanitizer's: under ASan, libasan.so defines read, poll...
+// first on the link line, and libgoro.a's files of interposed calls were
+// once not linked at all.
+TEST(Interpose, CallsResolveToGorosDefinitions) {
+  SKIP_UNDER_TSAN();
+  for (const char* name : {"read",
+                           "write",
+                           "readv",
+                           "writev",
+                           "recv",
+                           "recvfrom",
+                           "recvmsg",
+                           "send",
+                           "sendto",
+                           "sendmsg",
+                           "connect",
+                           "accept",
+                           "accept4",
+                           "poll",
+                           "ppoll",
+                           "select",
+                           "pselect",
+                           "nanosleep",
+                           "clock_nanosleep",
+                           "usleep",
+                           "sleep",
+                           "close",
+                           "dup2",
+                           "socket",
+                           "pipe2"}) {
+    void* p = ::dlsym(RTLD_DEFAULT, name);
+    ASSERT_NE(p, nullptr) << name;
+    Dl_info info{};
+    ASSERT_NE(::dladdr(p, &info), 0) << name;
+    std::string obj = info.dli_fname != nullptr ? info.dli_fname : "";
+    EXPECT_EQ(obj.find("libc.so"), std::string::npos) << name << " is " << obj;
+    EXPECT_EQ(obj.find("libasan"), std::string::npos) << name << " is " << obj;
+  }
 }
 
 // The repro: 1000 goroutines connect, send and wait in recv with
