@@ -197,7 +197,9 @@ TEST_P(GoUdpSock, Allocs) {
         c.recv_from(buf, sizeof buf, &from);
       }
     });
-    EXPECT_EQ(allocs, 0);
+    // Go's testing.AllocsPerRun: the average per run, truncated (see
+    // TCPReadWriteAllocs).
+    EXPECT_EQ(allocs / 100, 0) << allocs << " allocations in 100 runs";
   });
 }
 
