@@ -118,7 +118,12 @@ TEST(Interpose, CallsResolveToGorosDefinitions) {
     ASSERT_NE(::dladdr(p, &info), 0) << name;
     std::string obj = info.dli_fname != nullptr ? info.dli_fname : "";
     EXPECT_EQ(obj.find("libc.so"), std::string::npos) << name << " is " << obj;
+#ifndef GORO_INTERPOSE_SHARED_TEST
     EXPECT_EQ(obj.find("libasan"), std::string::npos) << name << " is " << obj;
+#endif
+    // With libgoro.so under ASan, libasan.so comes first in the lookup
+    // order; its interceptor forwards to the next definition, libgoro.so's
+    // (the other tests of interpose_shared_test show the calls parking).
   }
 }
 
