@@ -34,6 +34,14 @@ using goro::rt::interpose::kind_of;
 using goro::rt::sys::real;
 
 namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_fd_io() {}
+}  // namespace goro::rt::interpose
+
+// Nothing is interposed under TSan (real.hpp).
+#ifndef GORO_HAVE_TSAN
+
+namespace goro::rt::interpose {
 namespace {
 
 // The iovecs that remain of `iov` after its first `done` bytes: a copy
@@ -174,12 +182,6 @@ inline fd_entry* waitable(int fd, fd_kind* k) {
 
 using namespace goro::rt::interpose;
 
-namespace goro::rt::interpose {
-// Referenced by init(): links this file's definitions (see hook.cpp).
-void link_fd_io() {}
-}  // namespace goro::rt::interpose
-
-#ifndef GORO_HAVE_TSAN
 extern "C" {
 
 ssize_t read(int fd, void* buf, size_t n) {

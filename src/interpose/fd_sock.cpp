@@ -25,6 +25,14 @@ using goro::rt::sys::real;
 using namespace goro::rt::interpose;
 
 namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_fd_sock() {}
+}  // namespace goro::rt::interpose
+
+// Nothing is interposed under TSan (real.hpp).
+#ifndef GORO_HAVE_TSAN
+
+namespace goro::rt::interpose {
 namespace {
 
 // The socket's SO_ERROR after a non-blocking connect completed: 0, or -1
@@ -119,12 +127,6 @@ inline int fresh(int fd) {
 }  // namespace
 }  // namespace goro::rt::interpose
 
-namespace goro::rt::interpose {
-// Referenced by init(): links this file's definitions (see hook.cpp).
-void link_fd_sock() {}
-}  // namespace goro::rt::interpose
-
-#ifndef GORO_HAVE_TSAN
 extern "C" {
 
 int connect(int fd, const sockaddr* addr, socklen_t len) {

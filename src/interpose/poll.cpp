@@ -28,6 +28,14 @@ using goro::rt::sys::real;
 using namespace goro::rt::interpose;
 
 namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_poll() {}
+}  // namespace goro::rt::interpose
+
+// Nothing is interposed under TSan (real.hpp).
+#ifndef GORO_HAVE_TSAN
+
+namespace goro::rt::interpose {
 namespace {
 
 std::uint32_t epoll_events(short ev) {
@@ -127,12 +135,6 @@ int select_impl(int nfds, fd_set* r, fd_set* w, fd_set* x,
 }  // namespace
 }  // namespace goro::rt::interpose
 
-namespace goro::rt::interpose {
-// Referenced by init(): links this file's definitions (see hook.cpp).
-void link_poll() {}
-}  // namespace goro::rt::interpose
-
-#ifndef GORO_HAVE_TSAN
 extern "C" {
 
 int poll(pollfd* fds, nfds_t n, int timeout) {

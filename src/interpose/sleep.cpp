@@ -27,6 +27,14 @@ using goro::rt::sys::real;
 using namespace goro::rt::interpose;
 
 namespace goro::rt::interpose {
+// Referenced by init(): links this file's definitions (see hook.cpp).
+void link_sleep() {}
+}  // namespace goro::rt::interpose
+
+// Nothing is interposed under TSan (real.hpp).
+#ifndef GORO_HAVE_TSAN
+
+namespace goro::rt::interpose {
 namespace {
 
 std::int64_t to_ns(const timespec& ts) {
@@ -48,12 +56,6 @@ void goro_sleep(std::int64_t ns) {
 }  // namespace
 }  // namespace goro::rt::interpose
 
-namespace goro::rt::interpose {
-// Referenced by init(): links this file's definitions (see hook.cpp).
-void link_sleep() {}
-}  // namespace goro::rt::interpose
-
-#ifndef GORO_HAVE_TSAN
 extern "C" {
 
 int nanosleep(const timespec* req, timespec* rem) {
