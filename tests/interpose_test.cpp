@@ -65,6 +65,12 @@ bool eventually(F pred, std::chrono::seconds limit = 20s) {
   return true;
 }
 
+// Waits (bounded) until k goroutines are parked on descriptors (wait
+// reason "IO wait"): the interposed calls' waits, observed, not slept for.
+bool parked_on_descriptors(std::int64_t k) {
+  return eventually([k] { return goro::stats().netpoll_waiting >= k; });
+}
+
 // A blocking TCP client connection to 127.0.0.1:port made with plain calls.
 int dial(int port) {
   int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -212,7 +218,7 @@ TEST(Interpose, PipeReadersParkAndGetTheirBytes) {
       });
     }
     ASSERT_TRUE(eventually([&] { return started.load() == n; }));
-    goro::sleep(20ms);  // let them reach read (not needed for correctness)
+    ASSERT_TRUE(parked_on_descriptors(n));
     threads = os_threads();
     for (int i = 0; i < n; i++) {
       int v = i * 7;
@@ -348,7 +354,7 @@ TEST(Interpose, PollWaitsParkAndReportTheKernelsEvents) {
       });
     }
     ASSERT_TRUE(eventually([&] { return started.load() == n; }));
-    goro::sleep(20ms);
+    ASSERT_TRUE(parked_on_descriptors(n));
     threads = os_threads();
     for (auto& q : pipes) ASSERT_EQ(::write(q[1], "x", 1), 1);
     wg.wait();
@@ -413,7 +419,7 @@ TEST(Interpose, CloseWakesTheWaiterWithEbadf) {
       wg.done();
     });
     ASSERT_TRUE(eventually([&] { return started.load(); }));
-    goro::sleep(20ms);  // into its wait (a close before it is EBADF anyway)
+    ASSERT_TRUE(parked_on_descriptors(1));  // in its wait: the close wakes it
     ::close(sv[0]);
     wg.wait();
     EXPECT_EQ(r, -1);
@@ -445,8 +451,8 @@ TEST(Interpose, ReaderAndWriterOfOneSocketWaitTogether) {
       got = ::read(sv[0], &c, 1);
       wg.done();
     });
-    goro::sleep(20ms);
-    ASSERT_EQ(::write(sv[1], "r", 1), 1);  // wakes the reader
+    ASSERT_TRUE(parked_on_descriptors(2));  // the writer and the reader
+    ASSERT_EQ(::write(sv[1], "r", 1), 1);   // wakes the reader
     std::vector<char> in(big);
     std::size_t n = 0;
     while (n < big) {
