@@ -24,6 +24,7 @@
 #include <cstring>
 #include <goro/goro.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -517,6 +518,42 @@ TEST(Interpose, SleepArgumentsTheKernelRefuses) {
     timespec past{0, 0};
     EXPECT_EQ(::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &past, nullptr),
               0);
+  });
+}
+
+// The way C++ code often does I/O once: inside a function-local static's
+// initialiser and std::call_once. The goroutine holds the initialisation
+// guard (an OS lock), so its read goes to the kernel instead of parking
+// (resuming on another thread with the guard held could deadlock it); the
+// blocked-thread hand-off lets the writer run at GOMAXPROCS 1.
+int interpose_test_static_read(int fd) {
+  static int v = [fd] {
+    int x = -1;
+    if (::read(fd, &x, sizeof x) != ssize_t(sizeof x)) return -2;
+    return x;
+  }();
+  return v;
+}
+
+TEST(Interpose, ReadInsideStaticInitAndCallOnce) {
+  SKIP_UNDER_TSAN();
+  goro::options o;
+  o.gomaxprocs = 1;
+  goro::run(o, [] {
+    int p[2], q[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    ASSERT_EQ(::pipe2(q, O_CLOEXEC), 0);
+    goro::go([w1 = p[1], w2 = q[1]] {
+      int a = 7, b = 9;
+      (void)!::write(w1, &a, sizeof a);
+      (void)!::write(w2, &b, sizeof b);
+    });
+    EXPECT_EQ(interpose_test_static_read(p[0]), 7);
+    static std::once_flag once;
+    int got = -1;
+    std::call_once(once, [&] { (void)!::read(q[0], &got, sizeof got); });
+    EXPECT_EQ(got, 9);
+    for (int fd : {p[0], p[1], q[0], q[1]}) ::close(fd);
   });
 }
 
